@@ -1,0 +1,47 @@
+# The two commands of the README:
+#   make run    bootstrap, build, run experiments/quickstart.lua
+#   make test   bootstrap, build, run the test suite (ctest)
+# Others: make build, make bootstrap, make test-sanitize (ASan/LSan/UBSan build of the
+# binding tests, in build-sanitize/), make format, make clean.
+
+BUILD ?= build
+SANITIZE_BUILD ?= build-sanitize
+TYPE ?= Release
+JOBS ?= $(shell nproc)
+CMAKE_ARGS ?=
+CTEST_ARGS ?=
+
+.PHONY: all bootstrap build run test test-sanitize format clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+# Configure once; later builds re-run CMake by themselves when a CMakeLists.txt changes.
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(TYPE) \
+	  -DMEMSCRIPT_TORCH_PYTHON="$$(scripts/bootstrap.sh --print-python)" $(CMAKE_ARGS)
+
+build: bootstrap $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/memscript experiments/quickstart.lua
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+$(SANITIZE_BUILD)/CMakeCache.txt:
+	cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMEMSCRIPT_SANITIZE=ON \
+	  -DMEMSCRIPT_CUDA=OFF -DMEMSCRIPT_TORCH_PYTHON="$$(scripts/bootstrap.sh --print-python)" $(CMAKE_ARGS)
+
+test-sanitize: bootstrap $(SANITIZE_BUILD)/CMakeCache.txt
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target memscript_binding_tests memscript
+	cd $(SANITIZE_BUILD) && ctest --output-on-failure -L sanitize $(CTEST_ARGS)
+
+format:
+	clang-format -i $$(git ls-files '*.cpp' '*.h' '*.cu')
+
+clean:
+	rm -rf $(BUILD) $(SANITIZE_BUILD)

@@ -1,0 +1,91 @@
+#include "bindings/error.h"
+
+#include <exception>
+
+#include "bindings/session.h"
+
+namespace memscript::lua {
+
+namespace {
+
+// True when a message starts with "something:<digits>:", as Lua's own positions do.
+bool has_position(const std::string& message) {
+  const size_t colon = message.find(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  size_t i = colon + 1;
+  const size_t digits_start = i;
+  while (i < message.size() && message[i] >= '0' && message[i] <= '9') ++i;
+  return i > digits_start && i < message.size() && message[i] == ':';
+}
+
+}  // namespace
+
+void push_current_exception(lua_State* L) {
+  std::string message;
+  try {
+    throw;
+  } catch (const ExitRequest& exit) {
+    session(L).exit_code = exit.code;
+    lua_pushlightuserdata(L, exit_sentinel());
+    return;
+  } catch (const std::exception& error) {
+    message = error.what();
+  } catch (...) {
+    message = "unknown C++ exception";
+  }
+  if (!has_position(message)) {
+    luaL_where(L, 1);
+    lua_pushlstring(L, message.data(), message.size());
+    lua_concat(L, 2);
+  } else {
+    lua_pushlstring(L, message.data(), message.size());
+  }
+}
+
+void raise(lua_State* L) {
+  lua_error(L);
+  __builtin_unreachable();
+}
+
+void call_lua(lua_State* L, int arguments, int results) {
+  if (lua_pcall(L, arguments, results, 0) == LUA_OK) return;
+  if (lua_touserdata(L, -1) == exit_sentinel()) {
+    lua_pop(L, 1);
+    throw ExitRequest{session(L).exit_code.value_or(0)};
+  }
+  const char* text = lua_tostring(L, -1);
+  std::string message = text ? text : "(error object is not a string)";
+  lua_pop(L, 1);
+  throw LuaError(message);
+}
+
+int traceback_handler(lua_State* L) {
+  if (lua_touserdata(L, 1) == exit_sentinel()) return 1;  // os.exit: no traceback
+  const char* message = lua_tostring(L, 1);
+  if (!message) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) {
+      message = lua_tostring(L, -1);
+    } else {
+      message = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+  }
+  luaL_traceback(L, L, message, 1);
+  return 1;
+}
+
+void argument_error(lua_State* L, int position, const std::string& message) {
+  lua_Debug info{};
+  std::string function = "?";
+  if (lua_getstack(L, 0, &info)) {
+    lua_getinfo(L, "n", &info);
+    if (info.name) function = info.name;
+  }
+  if (info.namewhat && std::string(info.namewhat) == "method") {
+    --position;
+    if (position == 0) throw std::runtime_error("calling '" + function + "' on bad self (" + message + ")");
+  }
+  throw std::runtime_error("bad argument #" + std::to_string(position) + " to '" + function +
+                           "' (" + message + ")");
+}
+
+}  // namespace memscript::lua

@@ -1,0 +1,53 @@
+#pragma once
+
+// The border between C++ and Lua. Lua (built as C) raises errors with longjmp, which would
+// skip C++ destructors; C++ exceptions must not unwind through Lua's C frames. So:
+//  - every C function Lua calls is wrapped in `protect<F>`: F runs in a C++ zone where errors
+//    are exceptions; the wrapper turns one into a Lua error only after F's frame (and every
+//    object in it) is gone;
+//  - inside F, only Lua API calls that cannot raise are used (lua_to*, lua_raw*, lua_push*;
+//    the last only fail when memory runs out);
+//  - C++ calls back into Lua only through `call_lua`, a protected call whose error comes back
+//    as a LuaError exception.
+
+#include <lua.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace memscript::lua {
+
+// An error raised by Lua code (a callback, a required module), carried through C++ frames.
+// The message already says where it happened.
+class LuaError : public std::runtime_error {
+ public:
+  explicit LuaError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// Pushes the error message for the exception in flight, prefixed with the script position
+// of the caller when the message does not already carry one. Call only from a catch block.
+void push_current_exception(lua_State* L);
+
+// Raises the value on top of the stack as a Lua error. Never returns.
+[[noreturn]] void raise(lua_State* L);
+
+template <int (*F)(lua_State*)>
+int protect(lua_State* L) {
+  try {
+    return F(L);
+  } catch (...) {
+    push_current_exception(L);
+  }
+  raise(L);
+}
+
+// lua_pcall with the error converted to a LuaError; pops the function and arguments and
+// leaves `results` values on success.
+void call_lua(lua_State* L, int arguments, int results);
+
+// Message handler for top-level protected calls: appends a traceback to the message.
+int traceback_handler(lua_State* L);
+
+// An argument error in the style of lauxlib: "bad argument #2 to 'sample' (table expected, got nil)".
+[[noreturn]] void argument_error(lua_State* L, int position, const std::string& message);
+
+}  // namespace memscript::lua

@@ -1,0 +1,22 @@
+#pragma once
+
+#include <lua.hpp>
+
+#include "bindings/session.h"
+
+namespace memscript::lua {
+
+// The standard libraries a script gets: all of them under --unsafe, and without debug
+// otherwise (the sandbox then trims the rest).
+void open_libraries(lua_State* L, bool unsafe);
+
+// `require` finds the stdlib, then the script's own folder (text chunks only), and records
+// the script's modules so the run folder can keep a copy.
+void install_searcher(lua_State* L, const Session& session);
+
+// Scripts shared by others run with: no os.execute, io.popen, package.loadlib, C modules,
+// binary chunks, debug or string.dump; writes (io.open for writing, io.output, os.remove,
+// os.rename) only inside the output folder; os.exit unwinds cleanly instead of exiting.
+void install_sandbox(lua_State* L);
+
+}  // namespace memscript::lua

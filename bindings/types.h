@@ -1,0 +1,41 @@
+#pragma once
+
+// The runtime objects scripts hold, and the metatable name of each.
+
+#include <memory>
+
+#include "bindings/objects.h"
+#include "runtime/model/decoder.h"
+#include "runtime/optim.h"
+#include "runtime/task.h"
+
+namespace memscript::lua {
+
+using TaskRef = std::shared_ptr<Task>;
+using ModelRef = std::shared_ptr<DecoderImpl>;
+using OptimizerRef = std::shared_ptr<OptimizerSpec>;
+
+template <>
+constexpr const char* kTypeName<TaskRef> = "memscript.Task";
+template <>
+constexpr const char* kTypeName<ModelRef> = "memscript.Model";
+template <>
+constexpr const char* kTypeName<OptimizerRef> = "memscript.Optimizer";
+template <>
+constexpr const char* kTypeName<torch::Tensor> = "memscript.Tensor";
+
+// Registration of each group of bindings (metatables), called once per state.
+void register_tensor_type(lua_State* L);
+void register_task_type(lua_State* L);
+void register_model_type(lua_State* L);
+void register_optimizer_type(lua_State* L);
+
+// The functions of the memscript.core table, per group.
+int tensor_from_table(lua_State* L);  // ms.tensor
+int make_task_binding(lua_State* L);  // ms.task.<name>, name in upvalue 1
+int make_decoder_binding(lua_State* L);
+int make_adamw_binding(lua_State* L);
+int train_binding(lua_State* L);
+int evaluate_binding(lua_State* L);
+
+}  // namespace memscript::lua

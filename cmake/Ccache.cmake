@@ -1,0 +1,10 @@
+# ccache when present. The sloppiness settings let it cache translation units built with
+# a precompiled header, which is where almost all of the build time goes.
+find_program(MEMSCRIPT_CCACHE ccache)
+if(MEMSCRIPT_CCACHE)
+  set(_ccache_env CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime)
+  set(CMAKE_C_COMPILER_LAUNCHER ${CMAKE_COMMAND} -E env ${_ccache_env} ${MEMSCRIPT_CCACHE})
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${CMAKE_COMMAND} -E env ${_ccache_env} ${MEMSCRIPT_CCACHE})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${MEMSCRIPT_CCACHE})
+  message(STATUS "memscript: compiling through ccache (${MEMSCRIPT_CCACHE})")
+endif()

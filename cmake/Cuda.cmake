@@ -1,0 +1,32 @@
+# MEMSCRIPT_CUDA: AUTO builds the CUDA kernels when nvcc is found, ON requires it, OFF skips them.
+# The kernels are compiled and linked even on machines without a GPU.
+set(MEMSCRIPT_WITH_CUDA OFF)
+if(NOT MEMSCRIPT_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "memscript: MEMSCRIPT_CUDA must be AUTO, ON or OFF, not '${MEMSCRIPT_CUDA}'")
+endif()
+if(NOT MEMSCRIPT_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER)
+    find_program(_nvcc nvcc PATHS /usr/local/cuda/bin)
+    if(_nvcc)
+      set(CMAKE_CUDA_COMPILER ${_nvcc})
+    endif()
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # Default: nvcc's own (SASS and PTX for sm_75, which newer GPUs JIT-compile); set
+    # -DCMAKE_CUDA_ARCHITECTURES=native (or a list) on a GPU machine.
+    enable_language(CUDA)
+    # The kernels need nothing newer, and CMake 3.25 knows no C++20 flags for nvcc 13.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_EXTENSIONS OFF)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(MEMSCRIPT_WITH_CUDA ON)
+    message(STATUS "memscript: CUDA kernels on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, archs ${CMAKE_CUDA_ARCHITECTURES})")
+  elseif(MEMSCRIPT_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "memscript: MEMSCRIPT_CUDA=ON but no CUDA compiler was found")
+  else()
+    message(STATUS "memscript: CUDA kernels off (no nvcc found)")
+  endif()
+endif()

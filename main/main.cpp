@@ -1,0 +1,226 @@
+// memscript [options] SCRIPT.lua [script args...]
+//
+// Thin on purpose: parse the command line, open the (sandboxed) Lua state, run the script,
+// map the outcome to an exit code: 0 success, 1 script error, 2 usage error.
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#define CXXOPTS_VECTOR_DELIMITER '\x1f'  // so that --set lengths=48,64 stays one value
+#include <cxxopts.hpp>
+
+#include "bindings/interpreter.h"
+#include "memscript_config.h"
+#include "runtime/device.h"
+#include "runtime/options.h"
+#include "runtime/versions.h"
+
+namespace fs = std::filesystem;
+using memscript::UserError;
+using memscript::lua::kScriptError;
+using memscript::lua::kSuccess;
+using memscript::lua::kUsageError;
+
+namespace {
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The options that take a value in the next argument, for finding where the script starts.
+const std::set<std::string> kOptionsWithValue = {"-e", "--device", "--threads", "--out", "--seed", "--set"};
+
+// argv[1 .. first) are memscript's options, argv[first] the script, the rest its arguments.
+int find_script_index(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return i + 1;
+    if (arg.size() < 2 || arg[0] != '-') return i;
+    if (kOptionsWithValue.count(arg)) ++i;
+  }
+  return argc;
+}
+
+cxxopts::Options make_options() {
+  cxxopts::Options options("memscript", "Scripted experiments on the memory of sequence models.");
+  options.custom_help("[options]");
+  options.positional_help("SCRIPT.lua [script args...]   (no script: an interactive prompt)");
+  options.add_options()
+      ("h,help", "print this help and exit")
+      ("version", "print versions (memscript, libtorch, Lua, CUDA) and exit")
+      ("device", "auto, cpu or cuda", cxxopts::value<std::string>()->default_value("auto"))
+      ("threads", "CPU threads for libtorch (default: all cores)", cxxopts::value<std::string>())
+      ("out", "folder for run folders; sandboxed writes go only here", cxxopts::value<std::string>()->default_value("runs"))
+      ("seed", "seed for everything the script does not seed itself", cxxopts::value<std::string>()->default_value("41"))
+      ("set", "key=value, read by the script with ms.param(\"key\", default) (repeatable)", cxxopts::value<std::vector<std::string>>())
+      ("dry-run", "build models and tasks, print the plan and parameter counts, train nothing")
+      ("e", "run CODE (before the script, if any)", cxxopts::value<std::vector<std::string>>(), "CODE")
+      ("quiet", "no progress lines")
+      ("unsafe", "run without the sandbox (full io, os, debug, C modules)");
+  return options;
+}
+
+int parse_positive(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno || value < 1 || value > 4096) {
+    throw UsageError("--" + option + " expects a whole number >= 1, got '" + text + "'");
+  }
+  return static_cast<int>(value);
+}
+
+uint64_t parse_seed(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || text[0] == '-' || *end != '\0' || errno) {
+    throw UsageError("--seed expects a whole number >= 0, got '" + text + "'");
+  }
+  return value;
+}
+
+std::map<std::string, std::string> parse_params(const std::vector<std::string>& assignments) {
+  std::map<std::string, std::string> params;
+  for (const std::string& assignment : assignments) {
+    const size_t equals = assignment.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      throw UsageError("--set expects key=value, got '" + assignment + "'");
+    }
+    params[assignment.substr(0, equals)] = assignment.substr(equals + 1);
+  }
+  return params;
+}
+
+// The output folder must be a writable folder, or creatable inside one.
+void check_output_folder(const fs::path& out) {
+  std::error_code error;
+  fs::path existing = fs::absolute(out, error);
+  while (!existing.empty() && !fs::exists(existing, error)) existing = existing.parent_path();
+  if (fs::exists(out, error) && !fs::is_directory(out, error)) {
+    throw UsageError("--out " + out.string() + ": exists and is not a folder");
+  }
+  if (::access(existing.c_str(), W_OK) != 0) {
+    throw UsageError("--out " + out.string() + ": " + existing.string() + " is not writable (" +
+                     std::strerror(errno) + ")");
+  }
+}
+
+void check_script(const fs::path& script) {
+  std::error_code error;
+  if (!fs::exists(script, error)) throw UsageError("cannot open script '" + script.string() + "': no such file");
+  if (fs::is_directory(script, error)) {
+    throw UsageError("cannot run '" + script.string() + "': it is a folder, not a script");
+  }
+  if (::access(script.c_str(), R_OK) != 0) {
+    throw UsageError("cannot read script '" + script.string() + "': " + std::strerror(errno));
+  }
+}
+
+fs::path find_stdlib(const char* argv0) {
+  if (const char* from_environment = std::getenv("MEMSCRIPT_STDLIB")) return from_environment;
+  std::error_code error;
+  const fs::path executable = fs::canonical("/proc/self/exe", error);
+  const fs::path here = error ? fs::path(argv0).parent_path() : executable.parent_path();
+  for (const fs::path& candidate : {here / "../share/memscript/stdlib", here / "../stdlib"}) {
+    if (fs::is_regular_file(candidate / "memscript.lua", error)) return fs::weakly_canonical(candidate);
+  }
+  return MEMSCRIPT_SOURCE_STDLIB_DIR;
+}
+
+void print_versions() {
+  std::printf("memscript %s\n", memscript::memscript_version().c_str());
+  std::printf("libtorch %s\n", memscript::libtorch_version().c_str());
+  std::printf("%s\n", LUA_RELEASE);
+  std::printf("compiler %s\n", memscript::compiler_version().c_str());
+  std::printf("CUDA kernels: %s\n", memscript::cuda_kernels_built() ? "compiled" : "not compiled");
+  std::printf("GPU: %s\n", memscript::gpu_available() ? "present" : "none");
+}
+
+int run(int argc, char** argv) {
+  const int script_index = find_script_index(argc, argv);
+  cxxopts::Options options = make_options();
+  cxxopts::ParseResult parsed;
+  try {
+    parsed = options.parse(script_index, argv);
+  } catch (const cxxopts::exceptions::exception& error) {
+    throw UsageError(error.what());
+  }
+  if (parsed.count("help")) {
+    std::printf("%s", options.help().c_str());
+    return kSuccess;
+  }
+  if (parsed.count("version")) {
+    print_versions();
+    return kSuccess;
+  }
+
+  memscript::lua::Settings settings;
+  for (int i = 0; i < argc; ++i) settings.command_line.push_back(argv[i]);
+  settings.unsafe = parsed.count("unsafe") > 0;
+  settings.dry_run = parsed.count("dry-run") > 0;
+  settings.quiet = parsed.count("quiet") > 0;
+  settings.seed = parse_seed(parsed["seed"].as<std::string>());
+  settings.output_root = parsed["out"].as<std::string>();
+  if (parsed.count("out")) check_output_folder(settings.output_root);
+  if (parsed.count("set")) settings.params = parse_params(parsed["set"].as<std::vector<std::string>>());
+  if (parsed.count("threads")) {
+    settings.threads = parse_positive("threads", parsed["threads"].as<std::string>());
+    memscript::set_threads(settings.threads);
+  }
+  try {
+    settings.device = memscript::resolve_device(parsed["device"].as<std::string>());
+  } catch (const UserError& error) {
+    throw UsageError(error.what());
+  }
+  settings.stdlib_dir = find_stdlib(argv[0]);
+
+  fs::path script;
+  std::vector<std::string> script_args;
+  if (script_index < argc) {
+    script = argv[script_index];
+    check_script(script);
+    script_args.assign(argv + script_index + 1, argv + argc);
+  }
+
+  memscript::lua::Interpreter interpreter(std::move(settings));
+  int status = kSuccess;
+  if (parsed.count("e")) {
+    for (const std::string& code : parsed["e"].as<std::vector<std::string>>()) {
+      status = interpreter.run_code(code);
+      if (status != kSuccess) return status;
+    }
+  }
+  if (!script.empty()) {
+    status = interpreter.run_file(script, script_args);
+  } else if (!parsed.count("e")) {
+    status = interpreter.repl(stdin, ::isatty(STDIN_FILENO));
+  }
+  for (const std::string& key : interpreter.unread_params()) {
+    std::fprintf(stderr, "memscript: warning: --set %s was never read by the script (ms.param)\n", key.c_str());
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const UsageError& error) {
+    std::fprintf(stderr, "memscript: %s (see memscript --help)\n", error.what());
+    return kUsageError;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "memscript: %s\n", error.what());
+    return kScriptError;
+  }
+}

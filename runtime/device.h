@@ -1,0 +1,14 @@
+#pragma once
+
+#include <string>
+
+namespace memscript {
+
+// "auto" -> "cuda" when a GPU is usable, else "cpu"; "cpu" and "cuda" as they are. Throws
+// UserError for anything else, and for "cuda" without a GPU.
+std::string resolve_device(const std::string& requested);
+
+// The size of libtorch's intra-op thread pool.
+void set_threads(int threads);
+
+}  // namespace memscript

@@ -1,0 +1,69 @@
+#include "runtime/evaluate.h"
+
+#include "runtime/batch.h"
+
+namespace memscript {
+
+nlohmann::json EvalSpec::config() const {
+  return {{"lengths", lengths}, {"batches", batches}, {"batch", batch}, {"seed", seed}};
+}
+
+EvalSpec read_eval_spec(Options& options) {
+  EvalSpec spec;
+  spec.lengths = options.integers("lengths", {}, {.min = 1});
+  spec.batches = options.integer("batches", spec.batches, {.min = 1});
+  spec.batch = options.integer("batch", spec.batch, {.min = 1});
+  spec.seed = static_cast<uint64_t>(options.integer("seed", static_cast<int64_t>(spec.seed), {.min = 0}));
+  return spec;
+}
+
+uint64_t eval_batch_seed(uint64_t seed, int64_t length, int64_t index) {
+  return mix_seed(seed, 0x4556414c /* "EVAL" */, static_cast<uint64_t>(length),
+                  static_cast<uint64_t>(index));
+}
+
+namespace {
+
+LengthScores evaluate_length(DecoderImpl& model, const Task& task, const EvalSpec& spec,
+                             int64_t length) {
+  const torch::Device device = model.parameters().front().device();
+  ScoreAccumulator accumulator(task.num_classes(), length);
+  for (int64_t index = 0; index < spec.batches; ++index) {
+    const HostBatch host = sample_host_batch(task, spec.batch, {length, length},
+                                             eval_batch_seed(spec.seed, length, index));
+    const TensorBatch batch = to_tensors(host, device);
+    const torch::Tensor logits = model.forward(batch.inputs);
+    const torch::Tensor losses = torch::nn::functional::cross_entropy(
+        logits.reshape({-1, logits.size(-1)}), batch.targets.reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+    const double loss_sum =
+        (losses * batch.mask.reshape({-1}).to(losses.scalar_type())).sum().item<double>();
+    const torch::Tensor predictions = logits.argmax(-1).to(torch::kCPU).contiguous();
+    accumulator.add(predictions.data_ptr<int64_t>(), host.targets.data(), host.mask.data(),
+                    host.batch, loss_sum);
+  }
+  return accumulator.finish();
+}
+
+}  // namespace
+
+std::vector<LengthScores> evaluate(DecoderImpl& model, const Task& task, const EvalSpec& spec) {
+  for (int64_t length : spec.lengths) task.check_length(length);
+  torch::NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  std::vector<LengthScores> results;
+  for (int64_t length : spec.lengths) results.push_back(evaluate_length(model, task, spec, length));
+  model.train(was_training);
+  return results;
+}
+
+nlohmann::json scores_json(const LengthScores& scores) {
+  return {{"length", scores.length},     {"accuracy", scores.accuracy},
+          {"sequence_accuracy", scores.sequence_accuracy},
+          {"precision", scores.precision}, {"recall", scores.recall},
+          {"loss", scores.loss},         {"scored", scores.scored},
+          {"sequences", scores.sequences}};
+}
+
+}  // namespace memscript

@@ -1,0 +1,37 @@
+#pragma once
+
+// Evaluation on fixed sets: for each length, `batches` batches drawn from an evaluation seed
+// that depends on nothing but (seed, length, batch index), so every model is scored on the
+// same sequences, and never on the training stream.
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/metrics.h"
+#include "runtime/model/decoder.h"
+#include "runtime/task.h"
+
+namespace memscript {
+
+constexpr uint64_t kDefaultEvalSeed = 20260101;
+
+struct EvalSpec {
+  std::vector<int64_t> lengths;
+  int64_t batches = 10;
+  int64_t batch = 32;
+  uint64_t seed = kDefaultEvalSeed;
+
+  nlohmann::json config() const;
+};
+
+// Reads lengths, batches, batch, seed (and leaves other keys to the caller).
+EvalSpec read_eval_spec(Options& options);
+
+// The seed of evaluation batch `index` at `length`: shared by every model and run.
+uint64_t eval_batch_seed(uint64_t seed, int64_t length, int64_t index);
+
+std::vector<LengthScores> evaluate(DecoderImpl& model, const Task& task, const EvalSpec& spec);
+
+nlohmann::json scores_json(const LengthScores& scores);
+
+}  // namespace memscript

@@ -1,0 +1,46 @@
+#pragma once
+
+// Evaluation scores over the scored (masked) positions of many batches. Plain C++, so the
+// tests can check every number against hand-computed cases.
+
+#include <cstdint>
+#include <vector>
+
+namespace memscript {
+
+struct LengthScores {
+  int64_t length = 0;
+  int64_t sequences = 0;
+  int64_t scored = 0;              // scored positions
+  double accuracy = 0;             // right / scored positions
+  double sequence_accuracy = 0;    // sequences whose scored positions are all right
+  double precision = 0;            // macro, over the classes that occur in the targets
+  double recall = 0;               // macro, over the classes that occur in the targets
+  double loss = 0;                 // mean cross-entropy per scored position
+  std::vector<double> accuracy_by_position;  // NaN where no sequence scores that position
+};
+
+class ScoreAccumulator {
+ public:
+  ScoreAccumulator(int64_t classes, int64_t length);
+
+  // One batch, row-major [batch, length]; loss_sum is the summed cross-entropy over its scored
+  // positions.
+  void add(const int64_t* predictions, const int64_t* targets, const uint8_t* mask, int64_t batch,
+           double loss_sum);
+  LengthScores finish() const;
+
+ private:
+  int64_t classes_;
+  int64_t length_;
+  int64_t sequences_ = 0;
+  int64_t right_sequences_ = 0;
+  double loss_sum_ = 0;
+  std::vector<int64_t> true_positives_;
+  std::vector<int64_t> predicted_;
+  std::vector<int64_t> actual_;
+  std::vector<int64_t> right_at_;
+  std::vector<int64_t> scored_at_;
+};
+
+}  // namespace memscript

@@ -1,0 +1,79 @@
+#pragma once
+
+// The generic pre-LN decoder whose token mixer is swapped:
+//   embedding (optionally * sqrt(d_model)) -> N x [x + mixer(LN(x)); x + MLP(LN(x))]
+//   -> LN -> linear head over the task's classes.
+// Linear and embedding weights start from normal(0, 0.02); projections back into the
+// residual stream are scaled by 1/sqrt(2 * layers).
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/model/mixer.h"
+#include "runtime/task.h"
+
+namespace memscript {
+
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidden);
+  torch::Tensor forward(const torch::Tensor& x);
+  const MixerImpl& mixer() const { return *mixer_; }
+
+ private:
+  Mixer mixer_;
+  torch::nn::LayerNorm mixer_norm_{nullptr};
+  torch::nn::LayerNorm mlp_norm_{nullptr};
+  torch::nn::Linear mlp_up_{nullptr};
+  torch::nn::Linear mlp_down_{nullptr};
+};
+TORCH_MODULE(Block);
+
+// One row of describe(): a named part of the model and its parameter count.
+struct ModelPart {
+  std::string name;
+  std::string what;
+  int64_t parameters;
+};
+
+class DecoderImpl : public torch::nn::Module {
+ public:
+  // Reads the decoder's options (mixer, layers, d_model, heads, mlp_ratio, scale_embedding,
+  // vocab, classes, seed) and each mixer's own options. `task`, if given, supplies vocab and
+  // classes.
+  DecoderImpl(Options& options, const Task* task, uint64_t default_seed);
+
+  // tokens: int64 [batch, length] -> logits [batch, length, classes]
+  torch::Tensor forward(const torch::Tensor& tokens);
+
+  int64_t vocab_size() const { return vocab_; }
+  int64_t num_classes() const { return classes_; }
+  int64_t num_parameters() const;
+  std::vector<ModelPart> describe() const;
+  nlohmann::json config() const;
+  std::string summary() const;  // one line: mixers, sizes and parameter count
+
+ private:
+  int64_t vocab_;
+  int64_t classes_;
+  int64_t d_model_;
+  int64_t heads_;
+  int64_t mlp_ratio_;
+  bool scale_embedding_;
+  uint64_t seed_;
+  std::vector<std::string> mixer_names_;
+  torch::nn::Embedding embedding_{nullptr};
+  torch::nn::ModuleList blocks_{nullptr};
+  torch::nn::LayerNorm final_norm_{nullptr};
+  torch::nn::Linear head_{nullptr};
+};
+TORCH_MODULE(Decoder);
+
+// Cross-entropy over the scored positions only. logits [B, L, C], targets [B, L], mask [B, L].
+torch::Tensor masked_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                   const torch::Tensor& mask);
+
+int64_t count_parameters(const torch::nn::Module& module);
+
+}  // namespace memscript

@@ -1,0 +1,48 @@
+#include "runtime/model/mixer.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "runtime/model/mixers/lstm.h"
+
+namespace memscript {
+
+namespace {
+
+using MixerFactory = std::function<Mixer(const MixerContext&, Options&)>;
+
+// Every mixer, by the name scripts use (mixer = "<name>").
+const std::map<std::string, MixerFactory>& mixer_table() {
+  static const std::map<std::string, MixerFactory> table = {
+      {"lstm", make_lstm_mixer},
+  };
+  return table;
+}
+
+}  // namespace
+
+Mixer make_mixer(const std::string& name, const MixerContext& context, Options& options) {
+  auto found = mixer_table().find(name);
+  if (found == mixer_table().end()) {
+    std::string hint;
+    if (auto guess = closest_match(name, mixer_names())) hint = " (did you mean '" + *guess + "'?)";
+    options.fail("mixer", "is \"" + name + "\", which is not a mixer" + hint +
+                              "; mixers: " + join(mixer_names(), ", "));
+  }
+  return found->second(context, options);
+}
+
+std::vector<std::string> mixer_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, factory] : mixer_table()) names.push_back(name);
+  return names;
+}
+
+void init_output_projection(torch::nn::Linear& projection, int64_t layers) {
+  torch::NoGradGuard no_grad;
+  projection->weight.normal_(0.0, 0.02 / std::sqrt(2.0 * static_cast<double>(layers)));
+  if (projection->bias.defined()) projection->bias.zero_();
+}
+
+}  // namespace memscript

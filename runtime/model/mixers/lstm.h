@@ -1,0 +1,23 @@
+#pragma once
+
+#include "runtime/model/mixer.h"
+
+namespace memscript {
+
+// Classic LSTM (libtorch's fused implementation) over d_model, followed by an output
+// projection back into the residual stream. Options: hidden (default d_model).
+class LstmMixerImpl : public MixerImpl {
+ public:
+  LstmMixerImpl(const MixerContext& context, Options& options);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  nlohmann::json config() const override;
+
+ private:
+  int64_t hidden_;
+  torch::nn::LSTM lstm_{nullptr};
+  torch::nn::Linear output_{nullptr};
+};
+
+Mixer make_lstm_mixer(const MixerContext& context, Options& options);
+
+}  // namespace memscript

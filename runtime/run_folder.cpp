@@ -1,0 +1,97 @@
+#include "runtime/run_folder.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "runtime/options.h"
+
+namespace memscript {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void fail_write(const fs::path& path, int error) {
+  throw UserError("cannot write " + path.string() + ": " + std::strerror(error));
+}
+
+void write_all(int fd, const std::string& content, const fs::path& path) {
+  size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail_write(path, errno);
+    written += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+void write_file_atomic(const fs::path& path, const std::string& content) {
+  const fs::path temporary = path.string() + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail_write(path, errno);
+  try {
+    write_all(fd, content, path);
+    if (::fsync(fd) != 0) fail_write(path, errno);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    fail_write(path, error);
+  }
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    fail_write(path, error);
+  }
+}
+
+RunFolder RunFolder::create(const fs::path& root, const std::string& name) {
+  std::error_code error;
+  fs::create_directories(root, error);
+  if (error) throw UserError("cannot create output folder " + root.string() + ": " + error.message());
+  for (int suffix = 0; suffix < 10000; ++suffix) {
+    const fs::path candidate = root / (suffix == 0 ? name : name + "-" + std::to_string(suffix));
+    if (fs::create_directory(candidate, error)) return RunFolder(candidate);
+    if (error) throw UserError("cannot create run folder " + candidate.string() + ": " + error.message());
+  }
+  throw UserError("cannot find a free run folder name for " + (root / name).string());
+}
+
+void RunFolder::write(const std::string& relative, const std::string& content) const {
+  const fs::path target = path_ / relative;
+  std::error_code error;
+  fs::create_directories(target.parent_path(), error);
+  if (error) throw UserError("cannot create " + target.parent_path().string() + ": " + error.message());
+  write_file_atomic(target, content);
+}
+
+void RunFolder::copy_in(const fs::path& source, const std::string& relative) const {
+  std::ifstream in(source, std::ios::binary);
+  if (!in) throw UserError("cannot read " + source.string() + " to copy it into the run folder");
+  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  write(relative, content);
+}
+
+LineLog::LineLog(const RunFolder* folder, std::string relative, std::string header)
+    : folder_(folder), relative_(std::move(relative)), header_(std::move(header)) {}
+
+void LineLog::add(const std::string& line) { lines_.push_back(line); }
+
+void LineLog::flush() const {
+  if (!folder_) return;
+  std::string content = header_.empty() ? "" : header_ + "\n";
+  for (const std::string& line : lines_) content += line + "\n";
+  folder_->write(relative_, content);
+}
+
+}  // namespace memscript

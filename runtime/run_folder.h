@@ -1,0 +1,47 @@
+#pragma once
+
+// A run folder: everything needed to see and re-run one experiment. Every file in it is
+// written atomically (a temporary file in the same folder, flushed, then renamed over the
+// target), so a crash leaves either the old file or the new one, never half of one.
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace memscript {
+
+void write_file_atomic(const std::filesystem::path& path, const std::string& content);
+
+class RunFolder {
+ public:
+  // Creates root/name, or root/name-1, root/name-2, ... when it exists: an earlier run is
+  // never overwritten.
+  static RunFolder create(const std::filesystem::path& root, const std::string& name);
+
+  const std::filesystem::path& path() const { return path_; }
+  // Writes `relative` (which may name a subfolder) inside the run folder.
+  void write(const std::string& relative, const std::string& content) const;
+  void copy_in(const std::filesystem::path& source, const std::string& relative) const;
+
+ private:
+  explicit RunFolder(std::filesystem::path path) : path_(std::move(path)) {}
+  std::filesystem::path path_;
+};
+
+// A file of lines that grows during a run (metrics.jsonl, eval.csv): kept in memory and
+// rewritten atomically on each flush.
+class LineLog {
+ public:
+  LineLog(const RunFolder* folder, std::string relative, std::string header = "");
+  void add(const std::string& line);
+  void flush() const;
+  const std::vector<std::string>& lines() const { return lines_; }
+
+ private:
+  const RunFolder* folder_;
+  std::string relative_;
+  std::string header_;
+  std::vector<std::string> lines_;
+};
+
+}  // namespace memscript

@@ -1,0 +1,89 @@
+#include "runtime/task.h"
+
+#include <functional>
+#include <map>
+
+#include "runtime/tasks/parity.h"
+
+namespace memscript {
+
+namespace {
+
+using TaskFactory = std::function<std::shared_ptr<Task>(Options&)>;
+
+// Every task, by the name scripts use (ms.task.<name>).
+const std::map<std::string, TaskFactory>& task_table() {
+  static const std::map<std::string, TaskFactory> table = {
+      {"parity", make_parity_task},
+  };
+  return table;
+}
+
+}  // namespace
+
+void Task::check_length(int64_t length) const {
+  if (length < 1) throw UserError(name() + ": length must be >= 1, got " + std::to_string(length));
+}
+
+LengthRange read_length_range(Options& options, const std::string& key,
+                              std::optional<int64_t> fallback) {
+  const OptionValue* value = options.raw(key);
+  if (!value && !fallback) options.fail(key, "is required");
+  if (value && std::holds_alternative<std::shared_ptr<Options>>(value->value)) {
+    Options range = options.table(key);
+    const int64_t min = range.integer("min", 1, {.min = 1});
+    const int64_t max = range.integer("max", min, {.min = 1});
+    range.finish();
+    if (min > max) {
+      options.fail(key, "has min = " + std::to_string(min) + " greater than max = " +
+                            std::to_string(max));
+    }
+    return {min, max};
+  }
+  const int64_t length = options.integer(key, fallback.value_or(1), {.min = 1});
+  return {length, length};
+}
+
+HostBatch sample_host_batch(const Task& task, int64_t batch, LengthRange lengths, uint64_t seed) {
+  if (batch < 1) throw UserError(task.name() + ": batch must be >= 1, got " + std::to_string(batch));
+  if (lengths.min > lengths.max)
+    throw UserError(task.name() + ": length.min = " + std::to_string(lengths.min) +
+                    " is greater than length.max = " + std::to_string(lengths.max));
+  Rng length_rng(mix_seed(seed, 0x4c454e47 /* "LENG" */));
+  const int64_t length = length_rng.between(lengths.min, lengths.max);
+  task.check_length(length);
+
+  HostBatch out;
+  out.batch = batch;
+  out.length = length;
+  const size_t cells = static_cast<size_t>(batch * length);
+  out.inputs.assign(cells, 0);
+  out.targets.assign(cells, 0);
+  out.mask.assign(cells, 0);
+  for (int64_t i = 0; i < batch; ++i) {
+    Rng rng(mix_seed(seed, 0x53455153 /* "SEQS" */, static_cast<uint64_t>(i)));
+    const size_t offset = static_cast<size_t>(i * length);
+    std::unique_ptr<bool[]> mask(new bool[length]());
+    task.generate(rng, {length, out.inputs.data() + offset, out.targets.data() + offset, mask.get()});
+    for (int64_t t = 0; t < length; ++t) out.mask[offset + t] = mask[t] ? 1 : 0;
+  }
+  return out;
+}
+
+std::shared_ptr<Task> make_task(const std::string& name, Options& options) {
+  auto found = task_table().find(name);
+  if (found == task_table().end()) {
+    throw UserError("unknown task '" + name + "'; tasks: " + join(task_names(), ", "));
+  }
+  std::shared_ptr<Task> task = found->second(options);
+  options.finish();
+  return task;
+}
+
+std::vector<std::string> task_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, factory] : task_table()) names.push_back(name);
+  return names;
+}
+
+}  // namespace memscript

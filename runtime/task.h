@@ -1,0 +1,70 @@
+#pragma once
+
+// A task is a generator of labelled sequences with exact, documented semantics. Each task
+// fills one sequence at a time into plain buffers (no libtorch), from its own generator, so
+// sampling parallelizes over sequences and stays deterministic for a seed.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/options.h"
+#include "runtime/rng.h"
+
+namespace memscript {
+
+// One sequence's buffers, each `length` long. The mask marks the positions that are scored.
+struct SequenceView {
+  int64_t length;
+  int64_t* inputs;
+  int64_t* targets;
+  bool* mask;
+};
+
+// Training or evaluation lengths: one length is drawn per batch from [min, max].
+struct LengthRange {
+  int64_t min;
+  int64_t max;
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+
+  virtual std::string name() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t num_classes() const = 0;
+  // The options as resolved (defaults filled in), for the run folder.
+  virtual nlohmann::json config() const = 0;
+  // Throws UserError when sequences of this length cannot be made (ones > length, ...).
+  virtual void check_length(int64_t length) const;
+  // Fills one sequence; all randomness comes from rng.
+  virtual void generate(Rng& rng, SequenceView sequence) const = 0;
+};
+
+// Host-side batch: [batch, length] row-major buffers.
+struct HostBatch {
+  int64_t batch = 0;
+  int64_t length = 0;
+  std::vector<int64_t> inputs;
+  std::vector<int64_t> targets;
+  std::vector<uint8_t> mask;
+};
+
+// Reads `key` as a length n or a range {min = , max = }; without the key, `fallback` (when
+// given) or an error.
+LengthRange read_length_range(Options& options, const std::string& key,
+                              std::optional<int64_t> fallback = std::nullopt);
+
+// Draws a batch: the length from (seed, range), then sequence i from mix_seed(seed, i), so a
+// batch never depends on how many threads produced it.
+HostBatch sample_host_batch(const Task& task, int64_t batch, LengthRange lengths, uint64_t seed);
+
+// Builds a task by its registered name ("parity", ...), reading and checking its options.
+std::shared_ptr<Task> make_task(const std::string& name, Options& options);
+std::vector<std::string> task_names();
+
+}  // namespace memscript
