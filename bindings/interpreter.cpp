@@ -70,7 +70,8 @@ int Interpreter::report_failure(int status) {
     return session_.exit_code.value_or(kSuccess);
   }
   const char* message = lua_tostring(L_, -1);
-  std::fprintf(stderr, "memscript: %s\n", message ? message : "(error object is not a string)");
+  last_error_ = message ? message : "(error object is not a string)";
+  std::fprintf(stderr, "memscript: %s\n", last_error_.c_str());
   std::fflush(stderr);
   lua_pop(L_, 1);
   if (session_.usage_error) return kUsageError;

@@ -33,6 +33,9 @@ class Interpreter {
 
   // --set keys the script never asked for with ms.param.
   std::vector<std::string> unread_params() const;
+  // The last error printed (message and traceback), for tests and embedders.
+  const std::string& last_error() const { return last_error_; }
+  lua_State* state() { return L_; }
 
  private:
   int call_chunk(int arguments);
@@ -41,6 +44,7 @@ class Interpreter {
 
   Session session_;
   lua_State* L_;
+  std::string last_error_;
 };
 
 }  // namespace memscript::lua

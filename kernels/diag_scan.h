@@ -65,5 +65,7 @@ bool diag_scan_forward_cuda(const float* a, const float* b, const float* h0, flo
                             float* h_last, DiagScanShape shape, void* stream, const char** message);
 
 bool cuda_kernels_compiled();
+// GPUs the CUDA runtime sees (0 without CUDA kernels or without a GPU).
+int cuda_device_count();
 
 }  // namespace memscript::kernels

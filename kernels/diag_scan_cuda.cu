@@ -27,4 +27,13 @@ bool diag_scan_forward_cuda(const float* a, const float* b, const float* h0, flo
 
 bool cuda_kernels_compiled() { return true; }
 
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return count;
+}
+
 }  // namespace memscript::kernels

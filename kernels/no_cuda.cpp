@@ -11,4 +11,6 @@ bool diag_scan_forward_cuda(const float*, const float*, const float*, float*, fl
 
 bool cuda_kernels_compiled() { return false; }
 
+int cuda_device_count() { return 0; }
+
 }  // namespace memscript::kernels

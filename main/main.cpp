@@ -106,8 +106,8 @@ void check_output_folder(const fs::path& out) {
   std::error_code error;
   fs::path existing = fs::absolute(out, error);
   while (!existing.empty() && !fs::exists(existing, error)) existing = existing.parent_path();
-  if (fs::exists(out, error) && !fs::is_directory(out, error)) {
-    throw UsageError("--out " + out.string() + ": exists and is not a folder");
+  if (!fs::is_directory(existing, error)) {
+    throw UsageError("--out " + out.string() + ": " + existing.string() + " is not a folder");
   }
   if (::access(existing.c_str(), W_OK) != 0) {
     throw UsageError("--out " + out.string() + ": " + existing.string() + " is not writable (" +

@@ -1,0 +1,174 @@
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "../support/process.h"
+
+using namespace memscript::test;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kScripts = MEMSCRIPT_TEST_SCRIPTS;
+
+ProcessResult run_memscript(const std::vector<std::string>& args, const TempDir& cwd,
+                        const std::string& input = "") {
+  return run_process(MEMSCRIPT_BINARY, args, cwd.path(), input);
+}
+
+int count_lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+}  // namespace
+
+TEST_CASE("option --version names memscript, libtorch, Lua and CUDA") {
+  TempDir cwd;
+  const auto r = run_memscript({"--version"}, cwd);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("memscript 0.1.0") && Contains("libtorch 2.") && Contains("Lua 5.4") &&
+                        Contains("CUDA kernels:") && Contains("GPU:"));
+}
+
+TEST_CASE("option --help lists the options") {
+  TempDir cwd;
+  const auto r = run_memscript({"--help"}, cwd);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("--dry-run") && Contains("--set") && Contains("--unsafe"));
+}
+
+TEST_CASE("bad command lines are usage errors: exit 2 and one line") {
+  TempDir cwd;
+  cwd.write("ok.lua", "print('ran')");
+  cwd.write("file", "");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--bogus", "ok.lua"}, "bogus"},
+      {{"--threads", "0", "ok.lua"}, "--threads expects a whole number >= 1, got '0'"},
+      {{"--threads", "abc", "ok.lua"}, "got 'abc'"},
+      {{"--seed", "-3", "ok.lua"}, "--seed expects"},
+      {{"--device", "tpu", "ok.lua"}, "--device must be auto, cpu or cuda"},
+      {{"--set", "novalue", "ok.lua"}, "--set expects key=value, got 'novalue'"},
+      {{"missing.lua"}, "cannot open script 'missing.lua'"},
+      {{"."}, "it is a folder"},
+      {{"--out", "file/runs", "ok.lua"}, "is not a folder"},
+  };
+  for (const auto& [args, message] : cases) {
+    INFO(args.front());
+    const auto r = run_memscript(args, cwd);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains(message));
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("option --device cuda without a GPU is a usage error") {
+  TempDir cwd;
+  cwd.write("ok.lua", "print('ran')");
+  const auto version = run_memscript({"--version"}, cwd);
+  if (version.out.find("GPU: present") != std::string::npos) {
+    WARN("a GPU is present: --device cuda is valid here");
+    return;
+  }
+  const auto r = run_memscript({"--device", "cuda", "ok.lua"}, cwd);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Contains("no CUDA GPU"));
+}
+
+TEST_CASE("a script runs with its arguments and options after the script belong to it") {
+  TempDir cwd;
+  cwd.write("args.lua", "print(arg[0], arg[1], arg[2], select('#', ...))");
+  const auto r = run_memscript({"--threads", "1", "args.lua", "a", "--not-ours"}, cwd);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "args.lua\ta\t--not-ours\t2\n");
+}
+
+TEST_CASE("script errors exit 1 with file:line and a traceback") {
+  TempDir cwd;
+  const auto runtime = run_memscript({kScripts + "/runtime_error.lua"}, cwd);
+  CHECK(runtime.exit_code == 1);
+  CHECK_THAT(runtime.err, StartsWith("memscript: " + kScripts + "/runtime_error.lua:4: attempt to index"));
+  CHECK_THAT(runtime.err, Contains("stack traceback:"));
+  const auto syntax = run_memscript({kScripts + "/syntax_error.lua"}, cwd);
+  CHECK(syntax.exit_code == 1);
+  CHECK_THAT(syntax.err, Contains("syntax_error.lua:4:"));
+  const auto option = run_memscript({kScripts + "/bad_option.lua"}, cwd);
+  CHECK(option.exit_code == 1);
+  CHECK_THAT(option.err, Contains("bad_option.lua:3: ms.train: unknown option 'stpes' = 10"));
+}
+
+TEST_CASE("-e runs code, alone or before the script") {
+  TempDir cwd;
+  cwd.write("show.lua", "print(greeting)");
+  CHECK(run_memscript({"-e", "print(1 + 1)"}, cwd).out == "2\n");
+  CHECK(run_memscript({"-e", "greeting = 'hi'", "show.lua"}, cwd).out == "hi\n");
+  const auto failed = run_memscript({"-e", "error('boom')"}, cwd);
+  CHECK(failed.exit_code == 1);
+  CHECK_THAT(failed.err, Contains("(command line):1: boom"));
+}
+
+TEST_CASE("without a script, memscript reads statements like lua's REPL") {
+  TempDir cwd;
+  const auto r = run_memscript({}, cwd, "x = 20\nx + 22\nfunction f()\n  return 'multi-line'\nend\nprint(f())\nerror('oops')\nprint('still here')\n");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "42\nmulti-line\nstill here\n");
+  CHECK_THAT(r.err, Contains("stdin:1: oops"));
+}
+
+TEST_CASE("option --set values reach ms.param typed, and unread keys are reported") {
+  TempDir cwd;
+  const auto r = run_memscript({"--set", "steps=7", "--set", "lr=0.1", "--set", "flag=true", "--set",
+                            "name=a,b", "--set", "typo=1", kScripts + "/params.lua"},
+                           cwd);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "steps\t7\tinteger\nlr\t0.1\tfloat\nflag\ttrue\tboolean\nname\ta,b\tstring\n");
+  CHECK_THAT(r.err, Contains("--set typo was never read"));
+  const auto bad = run_memscript({"--set", "steps=many", kScripts + "/params.lua"}, cwd);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Contains("--set steps=many: expected an integer"));
+}
+
+TEST_CASE("option --dry-run prints the plan and parameter counts and trains nothing") {
+  TempDir cwd;
+  const auto r = run_memscript({"--dry-run", kScripts + "/tiny_train.lua"}, cwd);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("dry run: model decoder[lstm]") && Contains("parameters") &&
+                        Contains("dry run: train") && Contains("for 5 steps"));
+  CHECK(!fs::exists(cwd / "runs"));
+}
+
+TEST_CASE("os.exit sets the exit code") {
+  TempDir cwd;
+  cwd.write("exit.lua", "os.exit(5)");
+  CHECK(run_memscript({"exit.lua"}, cwd).exit_code == 5);
+}
+
+TEST_CASE("the quickstart path end to end, in a few steps, writes a complete run folder") {
+  TempDir cwd;
+  const auto r = run_memscript({"--quiet", "--out", "results", "--set", "steps=20", "--set", "out=qs",
+                            std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/quickstart.lua"},
+                           cwd);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("length") && Contains("48") && Contains("64") && Contains("run folder: results/qs"));
+  const fs::path run = cwd / "results/qs";
+  for (const char* file : {"config.json", "metrics.jsonl", "eval.csv", "timing.jsonl", "status", "script/quickstart.lua"}) {
+    INFO(file);
+    CHECK(fs::is_regular_file(run / file));
+  }
+  CHECK(nlohmann::json::parse(read_file(run / "config.json"))["train"]["steps"] == 20);
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("writing outside --out is refused in the sandbox and allowed with --unsafe") {
+  TempDir cwd;
+  cwd.write("write.lua", "local f = assert(io.open('outside.txt', 'w')) f:write('x') f:close()");
+  const auto sandboxed = run_memscript({"write.lua"}, cwd);
+  CHECK(sandboxed.exit_code == 1);
+  CHECK_THAT(sandboxed.err, Contains("write.lua:1: io.open: 'outside.txt' is outside the output folder 'runs'"));
+  CHECK(!fs::exists(cwd / "outside.txt"));
+  CHECK(run_memscript({"--unsafe", "write.lua"}, cwd).exit_code == 0);
+  CHECK(fs::exists(cwd / "outside.txt"));
+}

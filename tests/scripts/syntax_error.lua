@@ -1,0 +1,4 @@
+local x = 1
+if x then
+  print("unterminated"
+end
