@@ -82,7 +82,8 @@ void argument_error(lua_State* L, int position, const std::string& message) {
   }
   if (info.namewhat && std::string(info.namewhat) == "method") {
     --position;
-    if (position == 0) throw std::runtime_error("calling '" + function + "' on bad self (" + message + ")");
+    if (position == 0)
+      throw std::runtime_error("calling '" + function + "' on bad self (" + message + ")");
   }
   throw std::runtime_error("bad argument #" + std::to_string(position) + " to '" + function +
                            "' (" + message + ")");

@@ -47,7 +47,8 @@ void call_lua(lua_State* L, int arguments, int results);
 // Message handler for top-level protected calls: appends a traceback to the message.
 int traceback_handler(lua_State* L);
 
-// An argument error in the style of lauxlib: "bad argument #2 to 'sample' (table expected, got nil)".
+// An argument error in the style of lauxlib: "bad argument #2 to 'sample' (table expected, got
+// nil)".
 [[noreturn]] void argument_error(lua_State* L, int position, const std::string& message);
 
 }  // namespace memscript::lua

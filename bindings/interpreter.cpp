@@ -89,7 +89,8 @@ int Interpreter::call_chunk(int arguments) {
   return status == LUA_OK ? kSuccess : report_failure(status);
 }
 
-int Interpreter::run_file(const std::filesystem::path& script, const std::vector<std::string>& args) {
+int Interpreter::run_file(const std::filesystem::path& script,
+                          const std::vector<std::string>& args) {
   session_.script = script;
   set_arg_table(L_, script.string(), args);
   const int status = luaL_loadfilex(L_, script.c_str(), "t");

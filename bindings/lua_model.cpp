@@ -18,7 +18,8 @@ int model_forward(lua_State* L) {
     argument_error(L, 2, "int64 tensor [batch, length] expected");
   }
   const torch::Tensor max_token = inputs.max();
-  if (inputs.numel() > 0 && (max_token.item<int64_t>() >= model->vocab_size() || inputs.min().item<int64_t>() < 0)) {
+  if (inputs.numel() > 0 &&
+      (max_token.item<int64_t>() >= model->vocab_size() || inputs.min().item<int64_t>() < 0)) {
     throw UserError("forward: tokens must be in [0, " + std::to_string(model->vocab_size()) +
                     "), got " + std::to_string(max_token.item<int64_t>()));
   }
@@ -37,7 +38,8 @@ int model_describe(lua_State* L) {
   const std::vector<ModelPart> parts = check_object<ModelRef>(L, 1)->describe();
   lua_createtable(L, static_cast<int>(parts.size()), 0);
   for (size_t i = 0; i < parts.size(); ++i) {
-    push_json(L, {{"name", parts[i].name}, {"what", parts[i].what}, {"parameters", parts[i].parameters}});
+    push_json(
+        L, {{"name", parts[i].name}, {"what", parts[i].what}, {"parameters", parts[i].parameters}});
     lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
   return 1;

@@ -41,7 +41,8 @@ std::any read_object(lua_State* L, int index, const std::string& context, const 
   throw UserError(context + ": option '" + key + "' cannot be a " + luaL_typename(L, index));
 }
 
-OptionValue read_value(lua_State* L, int index, const std::string& context, const std::string& key) {
+OptionValue read_value(lua_State* L, int index, const std::string& context,
+                       const std::string& key) {
   switch (lua_type(L, index)) {
     case LUA_TBOOLEAN:
       return {static_cast<bool>(lua_toboolean(L, index))};
@@ -77,7 +78,8 @@ Options read_options(lua_State* L, int index, const std::string& context) {
   lua_pushnil(L);
   while (lua_next(L, index)) {
     if (lua_type(L, -2) != LUA_TSTRING) {
-      const std::string shown = lua_type(L, -2) == LUA_TNUMBER ? "positional entries" : "non-string keys";
+      const std::string shown =
+          lua_type(L, -2) == LUA_TNUMBER ? "positional entries" : "non-string keys";
       lua_pop(L, 2);
       throw UserError(context + ": the options table has " + shown + "; use name = value");
     }
@@ -135,10 +137,11 @@ void push_json(lua_State* L, const nlohmann::json& value) {
 
 void push_scores(lua_State* L, const LengthScores& scores) {
   lua_createtable(L, 0, 10);
-  const std::pair<const char*, double> fields[] = {
-      {"accuracy", scores.accuracy},   {"sequence_accuracy", scores.sequence_accuracy},
-      {"precision", scores.precision}, {"recall", scores.recall},
-      {"loss", scores.loss}};
+  const std::pair<const char*, double> fields[] = {{"accuracy", scores.accuracy},
+                                                   {"sequence_accuracy", scores.sequence_accuracy},
+                                                   {"precision", scores.precision},
+                                                   {"recall", scores.recall},
+                                                   {"loss", scores.loss}};
   for (const auto& [name, number] : fields) {
     lua_pushnumber(L, number);
     lua_setfield(L, -2, name);

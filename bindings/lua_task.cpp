@@ -15,7 +15,8 @@ int task_sample(lua_State* L) {
   Options options = read_options(L, 2, task->name() + ":sample");
   const int64_t batch = options.integer("batch", 1, {.min = 1});
   const LengthRange lengths = read_length_range(options, "length");
-  const int64_t seed = options.integer("seed", static_cast<int64_t>(session(L).settings.seed), {.min = 0});
+  const int64_t seed =
+      options.integer("seed", static_cast<int64_t>(session(L).settings.seed), {.min = 0});
   options.finish();
   const HostBatch host = sample_host_batch(*task, batch, lengths, static_cast<uint64_t>(seed));
   const TensorBatch tensors = to_tensors(host);

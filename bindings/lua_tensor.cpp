@@ -156,8 +156,7 @@ int tensor_from_table(lua_State* L) {
   }
   NestedValues nested;
   read_nested(L, 1, 0, nested);
-  torch::Tensor tensor =
-      torch::tensor(nested.values, torch::kFloat64).reshape(nested.shape);
+  torch::Tensor tensor = torch::tensor(nested.values, torch::kFloat64).reshape(nested.shape);
   if (nested.any && nested.all_booleans) {
     tensor = tensor.to(torch::kBool);
   } else if (nested.all_integers) {

@@ -84,9 +84,10 @@ void push_scores_by_length(lua_State* L, const std::vector<LengthScores>& all) {
 
 void print_train_plan(const DecoderImpl& model, const Task& task, const TrainSpec& spec) {
   std::printf("dry run: train %s on %s for %lld steps, batch %lld, length %lld..%lld, seed %llu\n",
-              model.summary().c_str(), task.config().dump().c_str(), static_cast<long long>(spec.steps),
-              static_cast<long long>(spec.batch), static_cast<long long>(spec.length.min),
-              static_cast<long long>(spec.length.max), static_cast<unsigned long long>(spec.seed));
+              model.summary().c_str(), task.config().dump().c_str(),
+              static_cast<long long>(spec.steps), static_cast<long long>(spec.batch),
+              static_cast<long long>(spec.length.min), static_cast<long long>(spec.length.max),
+              static_cast<unsigned long long>(spec.seed));
   if (!spec.eval.lengths.empty()) {
     std::printf("dry run: evaluate at lengths %s, %lld batches of %lld\n",
                 nlohmann::json(spec.eval.lengths).dump().c_str(),
@@ -155,9 +156,10 @@ int train_binding(lua_State* L) {
   const Session& current = session(L);
   const ModelRef model = options.object<DecoderImpl>("model", "a model from ms.model.decoder");
   const TaskRef task = options.object<Task>("task", "a task from ms.task");
-  const OptimizerRef optimizer = options.has("optimizer")
-                                     ? options.object<OptimizerSpec>("optimizer", "an optimizer from ms.optim")
-                                     : std::make_shared<OptimizerSpec>();
+  const OptimizerRef optimizer =
+      options.has("optimizer")
+          ? options.object<OptimizerSpec>("optimizer", "an optimizer from ms.optim")
+          : std::make_shared<OptimizerSpec>();
   const TrainSpec spec = read_train_spec(options, current.settings.seed);
   const std::string name = checked_run_name(options, current);
   options.finish();
@@ -189,7 +191,8 @@ int evaluate_binding(lua_State* L) {
   Options options = read_options(L, 3, "ms.evaluate");
   const EvalSpec spec = read_eval_spec(options);
   options.finish();
-  if (spec.lengths.empty()) throw UserError("ms.evaluate: option 'lengths' is required, like {48, 64}");
+  if (spec.lengths.empty())
+    throw UserError("ms.evaluate: option 'lengths' is required, like {48, 64}");
   check_model_fits_task(*model, *task);
   if (session(L).settings.dry_run) {
     std::printf("dry run: evaluate at lengths %s\n", nlohmann::json(spec.lengths).dump().c_str());

@@ -65,8 +65,9 @@ int param(lua_State* L) {
       lua_pushlstring(L, text.data(), text.size());
       return 1;
     default:
-      argument_error(L, 2, std::string("the default must be a number, boolean or string, got ") +
-                               luaL_typename(L, 2));
+      argument_error(L, 2,
+                     std::string("the default must be a number, boolean or string, got ") +
+                         luaL_typename(L, 2));
   }
 }
 

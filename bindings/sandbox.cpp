@@ -32,7 +32,8 @@ void check_writable(lua_State* L, const char* function, const std::string& path)
   const fs::path& root = session(L).settings.output_root;
   if (!path_inside(path, root)) {
     throw std::runtime_error(std::string(function) + ": '" + path +
-                             "' is outside the output folder '" + root.string() + "'" + kUnsafeHint);
+                             "' is outside the output folder '" + root.string() + "'" +
+                             kUnsafeHint);
   }
 }
 
@@ -88,7 +89,8 @@ int text_only_mode(lua_State* L, int mode_position) {
   if (!lua_isnoneornil(L, mode_position)) {
     const char* mode = lua_tostring(L, mode_position);
     if (!mode || std::strcmp(mode, "t") != 0) {
-      return luaL_error(L, "binary chunks are disabled%s; load text only (mode \"t\")", kUnsafeHint);
+      return luaL_error(L, "binary chunks are disabled%s; load text only (mode \"t\")",
+                        kUnsafeHint);
     }
   }
   if (lua_gettop(L) < mode_position) lua_settop(L, mode_position);
@@ -206,10 +208,12 @@ int search_module(lua_State* L) {
   std::string relative = name;
   for (char& c : relative) c = c == '.' ? '/' : c;
   const fs::path script_dir = current.script.empty() ? fs::path(".") : current.script.parent_path();
-  const fs::path folders[] = {current.settings.stdlib_dir, script_dir.empty() ? fs::path(".") : script_dir};
+  const fs::path folders[] = {current.settings.stdlib_dir,
+                              script_dir.empty() ? fs::path(".") : script_dir};
   std::string tried;
   for (size_t f = 0; f < 2; ++f) {
-    for (const fs::path& candidate : {folders[f] / (relative + ".lua"), folders[f] / relative / "init.lua"}) {
+    for (const fs::path& candidate :
+         {folders[f] / (relative + ".lua"), folders[f] / relative / "init.lua"}) {
       if (!fs::is_regular_file(candidate)) {
         tried += "\n\tno file '" + candidate.string() + "'";
         continue;
@@ -231,11 +235,12 @@ int search_module(lua_State* L) {
 }  // namespace
 
 void open_libraries(lua_State* L, bool unsafe) {
-  const luaL_Reg libraries[] = {{LUA_GNAME, luaopen_base},         {LUA_LOADLIBNAME, luaopen_package},
-                                {LUA_COLIBNAME, luaopen_coroutine}, {LUA_TABLIBNAME, luaopen_table},
-                                {LUA_IOLIBNAME, luaopen_io},        {LUA_OSLIBNAME, luaopen_os},
-                                {LUA_STRLIBNAME, luaopen_string},   {LUA_MATHLIBNAME, luaopen_math},
-                                {LUA_UTF8LIBNAME, luaopen_utf8}};
+  const luaL_Reg libraries[] = {
+      {LUA_GNAME, luaopen_base},          {LUA_LOADLIBNAME, luaopen_package},
+      {LUA_COLIBNAME, luaopen_coroutine}, {LUA_TABLIBNAME, luaopen_table},
+      {LUA_IOLIBNAME, luaopen_io},        {LUA_OSLIBNAME, luaopen_os},
+      {LUA_STRLIBNAME, luaopen_string},   {LUA_MATHLIBNAME, luaopen_math},
+      {LUA_UTF8LIBNAME, luaopen_utf8}};
   for (const luaL_Reg& library : libraries) {
     luaL_requiref(L, library.name, library.func, 1);
     lua_pop(L, 1);

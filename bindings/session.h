@@ -16,16 +16,16 @@
 namespace memscript::lua {
 
 struct Settings {
-  bool unsafe = false;                          // --unsafe: no sandbox
-  std::filesystem::path output_root = "runs";   // --out: run folders go here; sandboxed writes too
-  std::map<std::string, std::string> params;    // --set key=value
-  bool dry_run = false;                         // --dry-run
-  uint64_t seed = 41;                           // --seed: for every seed the script leaves out
-  std::string device = "cpu";                   // resolved --device: "cpu" or "cuda"
-  int threads = 0;                              // --threads (0: libtorch's default)
-  bool quiet = false;                           // no progress lines
-  std::filesystem::path stdlib_dir;             // where `require` finds the stdlib
-  std::vector<std::string> command_line;        // as typed, for the run folder
+  bool unsafe = false;                         // --unsafe: no sandbox
+  std::filesystem::path output_root = "runs";  // --out: run folders go here; sandboxed writes too
+  std::map<std::string, std::string> params;   // --set key=value
+  bool dry_run = false;                        // --dry-run
+  uint64_t seed = 41;                          // --seed: for every seed the script leaves out
+  std::string device = "cpu";                  // resolved --device: "cpu" or "cuda"
+  int threads = 0;                             // --threads (0: libtorch's default)
+  bool quiet = false;                          // no progress lines
+  std::filesystem::path stdlib_dir;            // where `require` finds the stdlib
+  std::vector<std::string> command_line;       // as typed, for the run folder
 };
 
 struct Session {
@@ -33,8 +33,8 @@ struct Session {
   std::filesystem::path script;                 // empty for -e code and the REPL
   std::vector<std::filesystem::path> required;  // the script's own modules, in load order
   std::set<std::string> params_read;
-  bool usage_error = false;                     // an error that is the command line's fault
-  std::optional<int> exit_code;                 // set by os.exit in the sandbox
+  bool usage_error = false;      // an error that is the command line's fault
+  std::optional<int> exit_code;  // set by os.exit in the sandbox
 };
 
 // The session stored in the state's registry by the interpreter.

@@ -6,6 +6,6 @@ target_compile_options(memscript_warnings INTERFACE
 
 if(MEMSCRIPT_SANITIZE)
   add_compile_options(
-    $<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>)
+    "$<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
   add_link_options(-fsanitize=address,undefined)
 endif()

@@ -12,7 +12,8 @@ __global__ void diag_scan_forward_kernel(const float* a, const float* b, const f
 }  // namespace
 
 bool diag_scan_forward_cuda(const float* a, const float* b, const float* h0, float* h,
-                            float* h_last, DiagScanShape shape, void* stream, const char** message) {
+                            float* h_last, DiagScanShape shape, void* stream,
+                            const char** message) {
   const int64_t blocks = diag_scan_blocks(shape);
   if (blocks == 0) return true;
   diag_scan_forward_kernel<<<static_cast<unsigned>(blocks), kDiagScanThreadsPerBlock, 0,

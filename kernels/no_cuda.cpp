@@ -5,7 +5,8 @@ namespace memscript::kernels {
 
 bool diag_scan_forward_cuda(const float*, const float*, const float*, float*, float*, DiagScanShape,
                             void*, const char** message) {
-  if (message) *message = "memscript was built without CUDA kernels (MEMSCRIPT_CUDA=OFF or no nvcc)";
+  if (message)
+    *message = "memscript was built without CUDA kernels (MEMSCRIPT_CUDA=OFF or no nvcc)";
   return false;
 }
 

@@ -37,7 +37,8 @@ class UsageError : public std::runtime_error {
 };
 
 // The options that take a value in the next argument, for finding where the script starts.
-const std::set<std::string> kOptionsWithValue = {"-e", "--device", "--threads", "--out", "--seed", "--set"};
+const std::set<std::string> kOptionsWithValue = {"-e",    "--device", "--threads",
+                                                 "--out", "--seed",   "--set"};
 
 // argv[1 .. first) are memscript's options, argv[first] the script, the rest its arguments.
 int find_script_index(int argc, char** argv) {
@@ -54,18 +55,20 @@ cxxopts::Options make_options() {
   cxxopts::Options options("memscript", "Scripted experiments on the memory of sequence models.");
   options.custom_help("[options]");
   options.positional_help("SCRIPT.lua [script args...]   (no script: an interactive prompt)");
-  options.add_options()
-      ("h,help", "print this help and exit")
-      ("version", "print versions (memscript, libtorch, Lua, CUDA) and exit")
-      ("device", "auto, cpu or cuda", cxxopts::value<std::string>()->default_value("auto"))
-      ("threads", "CPU threads for libtorch (default: all cores)", cxxopts::value<std::string>())
-      ("out", "folder for run folders; sandboxed writes go only here", cxxopts::value<std::string>()->default_value("runs"))
-      ("seed", "seed for everything the script does not seed itself", cxxopts::value<std::string>()->default_value("41"))
-      ("set", "key=value, read by the script with ms.param(\"key\", default) (repeatable)", cxxopts::value<std::vector<std::string>>())
-      ("dry-run", "build models and tasks, print the plan and parameter counts, train nothing")
-      ("e", "run CODE (before the script, if any)", cxxopts::value<std::vector<std::string>>(), "CODE")
-      ("quiet", "no progress lines")
-      ("unsafe", "run without the sandbox (full io, os, debug, C modules)");
+  options.add_options()("h,help", "print this help and exit")(
+      "version", "print versions (memscript, libtorch, Lua, CUDA) and exit")(
+      "device", "auto, cpu or cuda", cxxopts::value<std::string>()->default_value("auto"))(
+      "threads", "CPU threads for libtorch (default: all cores)", cxxopts::value<std::string>())(
+      "out", "folder for run folders; sandboxed writes go only here",
+      cxxopts::value<std::string>()->default_value("runs"))(
+      "seed", "seed for everything the script does not seed itself",
+      cxxopts::value<std::string>()->default_value("41"))(
+      "set", "key=value, read by the script with ms.param(\"key\", default) (repeatable)",
+      cxxopts::value<std::vector<std::string>>())(
+      "dry-run", "build models and tasks, print the plan and parameter counts, train nothing")(
+      "e", "run CODE (before the script, if any)", cxxopts::value<std::vector<std::string>>(),
+      "CODE")("quiet", "no progress lines")(
+      "unsafe", "run without the sandbox (full io, os, debug, C modules)");
   return options;
 }
 
@@ -117,7 +120,8 @@ void check_output_folder(const fs::path& out) {
 
 void check_script(const fs::path& script) {
   std::error_code error;
-  if (!fs::exists(script, error)) throw UsageError("cannot open script '" + script.string() + "': no such file");
+  if (!fs::exists(script, error))
+    throw UsageError("cannot open script '" + script.string() + "': no such file");
   if (fs::is_directory(script, error)) {
     throw UsageError("cannot run '" + script.string() + "': it is a folder, not a script");
   }
@@ -132,7 +136,8 @@ fs::path find_stdlib(const char* argv0) {
   const fs::path executable = fs::canonical("/proc/self/exe", error);
   const fs::path here = error ? fs::path(argv0).parent_path() : executable.parent_path();
   for (const fs::path& candidate : {here / "../share/memscript/stdlib", here / "../stdlib"}) {
-    if (fs::is_regular_file(candidate / "memscript.lua", error)) return fs::weakly_canonical(candidate);
+    if (fs::is_regular_file(candidate / "memscript.lua", error))
+      return fs::weakly_canonical(candidate);
   }
   return MEMSCRIPT_SOURCE_STDLIB_DIR;
 }
@@ -172,7 +177,8 @@ int run(int argc, char** argv) {
   settings.seed = parse_seed(parsed["seed"].as<std::string>());
   settings.output_root = parsed["out"].as<std::string>();
   if (parsed.count("out")) check_output_folder(settings.output_root);
-  if (parsed.count("set")) settings.params = parse_params(parsed["set"].as<std::vector<std::string>>());
+  if (parsed.count("set"))
+    settings.params = parse_params(parsed["set"].as<std::vector<std::string>>());
   if (parsed.count("threads")) {
     settings.threads = parse_positive("threads", parsed["threads"].as<std::string>());
     memscript::set_threads(settings.threads);
@@ -206,7 +212,8 @@ int run(int argc, char** argv) {
     status = interpreter.repl(stdin, ::isatty(STDIN_FILENO));
   }
   for (const std::string& key : interpreter.unread_params()) {
-    std::fprintf(stderr, "memscript: warning: --set %s was never read by the script (ms.param)\n", key.c_str());
+    std::fprintf(stderr, "memscript: warning: --set %s was never read by the script (ms.param)\n",
+                 key.c_str());
   }
   return status;
 }

@@ -13,7 +13,8 @@ EvalSpec read_eval_spec(Options& options) {
   spec.lengths = options.integers("lengths", {}, {.min = 1});
   spec.batches = options.integer("batches", spec.batches, {.min = 1});
   spec.batch = options.integer("batch", spec.batch, {.min = 1});
-  spec.seed = static_cast<uint64_t>(options.integer("seed", static_cast<int64_t>(spec.seed), {.min = 0}));
+  spec.seed =
+      static_cast<uint64_t>(options.integer("seed", static_cast<int64_t>(spec.seed), {.min = 0}));
   return spec;
 }
 
@@ -59,10 +60,13 @@ std::vector<LengthScores> evaluate(DecoderImpl& model, const Task& task, const E
 }
 
 nlohmann::json scores_json(const LengthScores& scores) {
-  return {{"length", scores.length},     {"accuracy", scores.accuracy},
+  return {{"length", scores.length},
+          {"accuracy", scores.accuracy},
           {"sequence_accuracy", scores.sequence_accuracy},
-          {"precision", scores.precision}, {"recall", scores.recall},
-          {"loss", scores.loss},         {"scored", scores.scored},
+          {"precision", scores.precision},
+          {"recall", scores.recall},
+          {"loss", scores.loss},
+          {"scored", scores.scored},
           {"sequences", scores.sequences}};
 }
 

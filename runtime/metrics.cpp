@@ -65,7 +65,8 @@ LengthScores ScoreAccumulator::finish() const {
   out.accuracy_by_position.resize(static_cast<size_t>(length_));
   for (int64_t t = 0; t < length_; ++t) {
     out.accuracy_by_position[t] =
-        scored_at_[t] ? static_cast<double>(right_at_[t]) / static_cast<double>(scored_at_[t]) : nan;
+        scored_at_[t] ? static_cast<double>(right_at_[t]) / static_cast<double>(scored_at_[t])
+                      : nan;
   }
   return out;
 }

@@ -3,8 +3,11 @@
 namespace memscript {
 
 nlohmann::json OptimizerSpec::config() const {
-  return {{"optimizer", kind}, {"lr", lr},   {"betas", {beta1, beta2}},
-          {"eps", eps},        {"weight_decay", weight_decay}};
+  return {{"optimizer", kind},
+          {"lr", lr},
+          {"betas", {beta1, beta2}},
+          {"eps", eps},
+          {"weight_decay", weight_decay}};
 }
 
 std::unique_ptr<torch::optim::Optimizer> OptimizerSpec::make(

@@ -145,32 +145,35 @@ std::string Options::string(const std::string& key, const std::string& fallback,
   return result;
 }
 
-std::vector<int64_t> Options::integers(const std::string& key, const std::vector<int64_t>& fallback,
-                                       IntRange range) {
+// Each item of the list at `key` as a one-key Options, so items get the same checks and
+// messages as single values. Null when the key is absent.
+std::optional<std::vector<Options>> Options::items(const std::string& key, const char* what) {
   const OptionValue* value = take(key);
-  if (!value) return fallback;
+  if (!value) return std::nullopt;
   const auto* list = std::get_if<std::shared_ptr<OptionList>>(&value->value);
-  if (!list) fail(key, "must be a list of integers, got " + value->show());
-  std::vector<int64_t> result;
+  if (!list) fail(key, std::string("must be a list of ") + what + ", got " + value->show());
+  std::vector<Options> result;
   for (const OptionValue& item : **list) {
-    Options single(context_);
-    single.set(key, item);
-    result.push_back(*single.optional_integer(key, range));
+    result.emplace_back(context_);
+    result.back().set(key, item);
   }
   return result;
 }
 
+std::vector<int64_t> Options::integers(const std::string& key, const std::vector<int64_t>& fallback,
+                                       IntRange range) {
+  const auto list = items(key, "integers");
+  if (!list) return fallback;
+  std::vector<int64_t> result;
+  for (Options item : *list) result.push_back(*item.optional_integer(key, range));
+  return result;
+}
+
 std::vector<double> Options::numbers(const std::string& key, const std::vector<double>& fallback) {
-  const OptionValue* value = take(key);
-  if (!value) return fallback;
-  const auto* list = std::get_if<std::shared_ptr<OptionList>>(&value->value);
-  if (!list) fail(key, "must be a list of numbers, got " + value->show());
+  const auto list = items(key, "numbers");
+  if (!list) return fallback;
   std::vector<double> result;
-  for (const OptionValue& item : **list) {
-    Options single(context_);
-    single.set(key, item);
-    result.push_back(single.number(key, 0));
-  }
+  for (Options item : *list) result.push_back(item.number(key, 0));
   return result;
 }
 

@@ -37,8 +37,9 @@ struct OptionValue {
                                std::shared_ptr<OptionList>, std::any>;
   Storage value;
 
-  std::string type_name() const;  // "boolean", "integer", "number", "string", "table", "list", "object"
-  std::string show() const;       // the value as the user wrote it, for error messages
+  std::string type_name()
+      const;                 // "boolean", "integer", "number", "string", "table", "list", "object"
+  std::string show() const;  // the value as the user wrote it, for error messages
 };
 
 // Integer bounds; both ends inclusive.
@@ -82,6 +83,7 @@ class Options {
 
  private:
   const OptionValue* take(const std::string& key);
+  std::optional<std::vector<Options>> items(const std::string& key, const char* what);
 
   std::string context_;
   std::map<std::string, OptionValue> values_;

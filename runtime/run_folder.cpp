@@ -58,11 +58,13 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
 RunFolder RunFolder::create(const fs::path& root, const std::string& name) {
   std::error_code error;
   fs::create_directories(root, error);
-  if (error) throw UserError("cannot create output folder " + root.string() + ": " + error.message());
+  if (error)
+    throw UserError("cannot create output folder " + root.string() + ": " + error.message());
   for (int suffix = 0; suffix < 10000; ++suffix) {
     const fs::path candidate = root / (suffix == 0 ? name : name + "-" + std::to_string(suffix));
     if (fs::create_directory(candidate, error)) return RunFolder(candidate);
-    if (error) throw UserError("cannot create run folder " + candidate.string() + ": " + error.message());
+    if (error)
+      throw UserError("cannot create run folder " + candidate.string() + ": " + error.message());
   }
   throw UserError("cannot find a free run folder name for " + (root / name).string());
 }
@@ -71,7 +73,8 @@ void RunFolder::write(const std::string& relative, const std::string& content) c
   const fs::path target = path_ / relative;
   std::error_code error;
   fs::create_directories(target.parent_path(), error);
-  if (error) throw UserError("cannot create " + target.parent_path().string() + ": " + error.message());
+  if (error)
+    throw UserError("cannot create " + target.parent_path().string() + ": " + error.message());
   write_file_atomic(target, content);
 }
 

@@ -35,8 +35,8 @@ LengthRange read_length_range(Options& options, const std::string& key,
     const int64_t max = range.integer("max", min, {.min = 1});
     range.finish();
     if (min > max) {
-      options.fail(key, "has min = " + std::to_string(min) + " greater than max = " +
-                            std::to_string(max));
+      options.fail(
+          key, "has min = " + std::to_string(min) + " greater than max = " + std::to_string(max));
     }
     return {min, max};
   }
@@ -45,7 +45,8 @@ LengthRange read_length_range(Options& options, const std::string& key,
 }
 
 HostBatch sample_host_batch(const Task& task, int64_t batch, LengthRange lengths, uint64_t seed) {
-  if (batch < 1) throw UserError(task.name() + ": batch must be >= 1, got " + std::to_string(batch));
+  if (batch < 1)
+    throw UserError(task.name() + ": batch must be >= 1, got " + std::to_string(batch));
   if (lengths.min > lengths.max)
     throw UserError(task.name() + ": length.min = " + std::to_string(lengths.min) +
                     " is greater than length.max = " + std::to_string(lengths.max));
@@ -64,7 +65,8 @@ HostBatch sample_host_batch(const Task& task, int64_t batch, LengthRange lengths
     Rng rng(mix_seed(seed, 0x53455153 /* "SEQS" */, static_cast<uint64_t>(i)));
     const size_t offset = static_cast<size_t>(i * length);
     std::unique_ptr<bool[]> mask(new bool[length]());
-    task.generate(rng, {length, out.inputs.data() + offset, out.targets.data() + offset, mask.get()});
+    task.generate(rng,
+                  {length, out.inputs.data() + offset, out.targets.data() + offset, mask.get()});
     for (int64_t t = 0; t < length; ++t) out.mask[offset + t] = mask[t] ? 1 : 0;
   }
   return out;

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 

@@ -80,7 +80,8 @@ class Trainer {
       train_step(step);
       if (step % spec_.effective_log_every() == 0 || step == spec_.steps) result.last = log(step);
       const bool last = step == spec_.steps;
-      if (!spec_.eval.lengths.empty() && (last || (spec_.eval_every > 0 && step % spec_.eval_every == 0))) {
+      if (!spec_.eval.lengths.empty() &&
+          (last || (spec_.eval_every > 0 && step % spec_.eval_every == 0))) {
         result.scores = run_eval(step);
       }
     }
@@ -90,7 +91,8 @@ class Trainer {
 
  private:
   void train_step(int64_t step) {
-    const uint64_t seed = mix_seed(spec_.seed, 0x54524149 /* "TRAI" */, static_cast<uint64_t>(step));
+    const uint64_t seed =
+        mix_seed(spec_.seed, 0x54524149 /* "TRAI" */, static_cast<uint64_t>(step));
     const HostBatch host = sample_host_batch(task_, spec_.batch, spec_.length, seed);
     const TensorBatch batch = to_tensors(host, model_.parameters().front().device());
     optimizer_->zero_grad();
@@ -113,14 +115,17 @@ class Trainer {
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
     const double steps_per_second = static_cast<double>(step) / std::max(elapsed, 1e-9);
 
-    metrics_.add(nlohmann::json{{"step", record.step},
-                                {"loss", record.loss},
-                                {"accuracy", record.accuracy},
-                                {"grad_norm", record.grad_norm},
-                                {"lr", record.lr}}
-                     .dump());
+    metrics_.add(nlohmann::json{
+        {"step", record.step},
+        {"loss", record.loss},
+        {"accuracy", record.accuracy},
+        {"grad_norm", record.grad_norm},
+        {"lr",
+         record.lr}}.dump());
     metrics_.flush();
-    timing_.add(nlohmann::json{{"step", step}, {"elapsed_s", elapsed}, {"steps_per_s", steps_per_second}}.dump());
+    timing_.add(
+        nlohmann::json{{"step", step}, {"elapsed_s", elapsed}, {"steps_per_s", steps_per_second}}
+            .dump());
     timing_.flush();
     if (hooks_.on_log) hooks_.on_log(record);
     if (hooks_.progress) {
@@ -142,7 +147,8 @@ class Trainer {
       by_length[std::to_string(s.length)] = scores_json(s);
       eval_csv_.add(eval_csv_row(step, s));
       char part[64];
-      std::snprintf(part, sizeof part, "  L=%lld acc %.4f", static_cast<long long>(s.length), s.accuracy);
+      std::snprintf(part, sizeof part, "  L=%lld acc %.4f", static_cast<long long>(s.length),
+                    s.accuracy);
       summary += part;
     }
     metrics_.add(nlohmann::json{{"step", step}, {"eval", by_length}}.dump());
@@ -189,7 +195,8 @@ TrainSpec read_train_spec(Options& options, uint64_t default_seed) {
   spec.steps = options.integer("steps", spec.steps, {.min = 1});
   spec.batch = options.integer("batch", spec.batch, {.min = 1});
   spec.length = read_length_range(options, "length", 32);
-  spec.seed = static_cast<uint64_t>(options.integer("seed", static_cast<int64_t>(default_seed), {.min = 0}));
+  spec.seed = static_cast<uint64_t>(
+      options.integer("seed", static_cast<int64_t>(default_seed), {.min = 0}));
   spec.clip = options.number("clip", 0.0, 0.0, INFINITY);
   spec.log_every = options.integer("log_every", 0, {.min = 0});
   Options eval = options.table("eval");

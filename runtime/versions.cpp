@@ -27,8 +27,10 @@ bool cuda_kernels_built() { return kernels::cuda_kernels_compiled(); }
 bool gpu_available() { return torch::cuda::is_available(); }
 
 nlohmann::json runtime_versions() {
-  return {{"memscript", memscript_version()},   {"libtorch", libtorch_version()},
-          {"compiler", compiler_version()},     {"cuda_kernels", cuda_kernels_built()},
+  return {{"memscript", memscript_version()},
+          {"libtorch", libtorch_version()},
+          {"compiler", compiler_version()},
+          {"cuda_kernels", cuda_kernels_built()},
           {"gpu", gpu_available()}};
 }
 

@@ -40,7 +40,8 @@ BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidde
     : mixer_(std::move(mixer)) {
   register_module("mixer", mixer_);
   const std::vector<int64_t> shape = {context.d_model};
-  mixer_norm_ = register_module("mixer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions(shape)));
+  mixer_norm_ =
+      register_module("mixer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions(shape)));
   mlp_norm_ = register_module("mlp_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions(shape)));
   mlp_up_ = register_module("mlp_up", torch::nn::Linear(context.d_model, mlp_hidden));
   mlp_down_ = register_module("mlp_down", torch::nn::Linear(mlp_hidden, context.d_model));
@@ -61,23 +62,25 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
   if (vocab_ == 0) options.fail("vocab", "is required when no task = ... is given");
   if (classes_ == 0) options.fail("classes", "is required when no task = ... is given");
   if (task && vocab_ < task_vocab) {
-    options.fail("vocab", "= " + std::to_string(vocab_) + " is smaller than the vocabulary of task " +
-                              task->name() + " (" + std::to_string(task_vocab) + ")");
+    options.fail("vocab", "= " + std::to_string(vocab_) +
+                              " is smaller than the vocabulary of task " + task->name() + " (" +
+                              std::to_string(task_vocab) + ")");
   }
   if (task && classes_ != task_classes) {
-    options.fail("classes", "= " + std::to_string(classes_) + " does not match task " + task->name() +
-                                " (" + std::to_string(task_classes) + " classes)");
+    options.fail("classes", "= " + std::to_string(classes_) + " does not match task " +
+                                task->name() + " (" + std::to_string(task_classes) + " classes)");
   }
   d_model_ = options.integer("d_model", 64, {.min = 1});
   const int64_t layers = options.integer("layers", 2, {.min = 1});
   heads_ = options.integer("heads", 4, {.min = 1});
   if (d_model_ % heads_ != 0) {
-    options.fail("heads", "= " + std::to_string(heads_) + " does not divide d_model = " +
-                              std::to_string(d_model_));
+    options.fail("heads", "= " + std::to_string(heads_) +
+                              " does not divide d_model = " + std::to_string(d_model_));
   }
   mlp_ratio_ = options.integer("mlp_ratio", 4, {.min = 1});
   scale_embedding_ = options.boolean("scale_embedding", false);
-  seed_ = static_cast<uint64_t>(options.integer("seed", static_cast<int64_t>(default_seed), {.min = 0}));
+  seed_ = static_cast<uint64_t>(
+      options.integer("seed", static_cast<int64_t>(default_seed), {.min = 0}));
   const std::vector<std::string> names = read_mixer_names(options);
 
   // Parameters are drawn from torch's generator: seed it so a model is the same on every run.
@@ -92,7 +95,8 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
     blocks_->push_back(Block(make_mixer(name, context, options), context, mlp_ratio_ * d_model_));
   }
   final_norm_ = register_module(
-      "final_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions(std::vector<int64_t>{d_model_})));
+      "final_norm",
+      torch::nn::LayerNorm(torch::nn::LayerNormOptions(std::vector<int64_t>{d_model_})));
   head_ = register_module("head", torch::nn::Linear(d_model_, classes_));
   init_linear(head_);
 }
@@ -118,8 +122,8 @@ std::vector<ModelPart> DecoderImpl::describe() const {
                    count_parameters(*embedding_)});
   for (size_t i = 0; i < blocks_->size(); ++i) {
     const auto& block = *blocks_->ptr<BlockImpl>(i);
-    parts.push_back({"block " + std::to_string(i + 1), block.mixer().config().dump(),
-                     count_parameters(block)});
+    parts.push_back(
+        {"block " + std::to_string(i + 1), block.mixer().config().dump(), count_parameters(block)});
   }
   parts.push_back({"final_norm", "layer norm", count_parameters(*final_norm_)});
   parts.push_back({"head", std::to_string(d_model_) + " x " + std::to_string(classes_),
@@ -130,9 +134,15 @@ std::vector<ModelPart> DecoderImpl::describe() const {
 nlohmann::json DecoderImpl::config() const {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& block : *blocks_) layers.push_back(block->as<BlockImpl>()->mixer().config());
-  return {{"model", "decoder"},     {"vocab", vocab_},         {"classes", classes_},
-          {"d_model", d_model_},    {"heads", heads_},         {"mlp_ratio", mlp_ratio_},
-          {"scale_embedding", scale_embedding_}, {"seed", seed_}, {"layers", layers},
+  return {{"model", "decoder"},
+          {"vocab", vocab_},
+          {"classes", classes_},
+          {"d_model", d_model_},
+          {"heads", heads_},
+          {"mlp_ratio", mlp_ratio_},
+          {"scale_embedding", scale_embedding_},
+          {"seed", seed_},
+          {"layers", layers},
           {"parameters", num_parameters()}};
 }
 

@@ -71,8 +71,8 @@ std::shared_ptr<Task> make_parity_task(Options& options) {
     spec.ones_max = range.integer("max", spec.ones_min, {.min = 0});
     range.finish();
     if (spec.ones_min > spec.ones_max) {
-      options.fail("ones", "has min = " + std::to_string(spec.ones_min) + " greater than max = " +
-                               std::to_string(spec.ones_max));
+      options.fail("ones", "has min = " + std::to_string(spec.ones_min) +
+                               " greater than max = " + std::to_string(spec.ones_max));
     }
   } else {
     spec.ones_min = spec.ones_max = options.integer("ones", 0, {.min = 0});

@@ -9,7 +9,7 @@ using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
 TEST_CASE("tasks sample int64 inputs and targets with a bool mask, deterministically") {
-  const Ran ran = run_lua(R"lua(
+  REQUIRE_LUA_OK(R"lua(
     local parity = ms.task.parity{ p_one = 0.5 }
     local b = parity:sample{ batch = 4, length = 32, seed = 1 }
     local shape = b.inputs:shape()
@@ -30,12 +30,10 @@ TEST_CASE("tasks sample int64 inputs and targets with a bool mask, deterministic
     assert(ranged.length >= 5 and ranged.length <= 9)
     assert(parity:vocab_size() == 2 and parity:num_classes() == 2)
   )lua");
-  CHECK(ran.error.empty());
-  CHECK(ran.code == 0);
 }
 
 TEST_CASE("ms.tensor builds tensors from nested tables") {
-  const Ran ran = run_lua(R"lua(
+  REQUIRE_LUA_OK(R"lua(
     local t = ms.tensor{ {1, 2, 3}, {4, 5, 6} }
     assert(t:dtype() == "Long" and t:shape()[1] == 2 and t:shape()[2] == 3)
     assert(t:sum():item() == 21 and t:tolist()[2][3] == 6)
@@ -45,12 +43,10 @@ TEST_CASE("ms.tensor builds tensors from nested tables") {
     local ok, err = pcall(function() return t:item() end)
     assert(not ok and err:find("one element"))
   )lua");
-  CHECK(ran.error.empty());
-  CHECK(ran.code == 0);
 }
 
 TEST_CASE("models give logits per position and describe themselves") {
-  const Ran ran = run_lua(R"lua(
+  REQUIRE_LUA_OK(R"lua(
     local parity = ms.task.parity{}
     local m = ms.model.decoder{ mixer = "lstm", layers = 2, d_model = 16, heads = 2, task = parity }
     local b = parity:sample{ batch = 3, length = 7 }
@@ -64,12 +60,10 @@ TEST_CASE("models give logits per position and describe themselves") {
     local ok, err = pcall(m.forward, m, ms.tensor{ {0, 5} })
     assert(not ok and err:find("tokens must be in %[0, 2%)"), err)
   )lua");
-  CHECK(ran.error.empty());
-  CHECK(ran.code == 0);
 }
 
 TEST_CASE("the same seed builds the same model") {
-  const Ran ran = run_lua(R"lua(
+  REQUIRE_LUA_OK(R"lua(
     local parity = ms.task.parity{}
     local function logits()
       local m = ms.model.decoder{ mixer = "lstm", d_model = 8, heads = 1, layers = 1, task = parity, seed = 5 }
@@ -78,14 +72,13 @@ TEST_CASE("the same seed builds the same model") {
     local a, b = logits(), logits()
     for t = 1, 4 do for c = 1, 2 do assert(a[1][t][c] == b[1][t][c]) end end
   )lua");
-  CHECK(ran.error.empty());
-  CHECK(ran.code == 0);
 }
 
 TEST_CASE("ms.param reads --set values typed like the default") {
   TempDir out;
   memscript::lua::Settings settings = test_settings(out);
-  settings.params = {{"steps", "12"}, {"lr", "0.25"}, {"flag", "yes"}, {"name", "abc"}, {"unused", "1"}};
+  settings.params = {
+      {"steps", "12"}, {"lr", "0.25"}, {"flag", "yes"}, {"name", "abc"}, {"unused", "1"}};
   memscript::lua::Interpreter interpreter(settings);
   CHECK(interpreter.run_code(R"lua(
     assert(ms.param("steps", 100) == 12 and math.type(ms.param("steps", 100)) == "integer")
@@ -93,7 +86,8 @@ TEST_CASE("ms.param reads --set values typed like the default") {
     assert(ms.param("flag", false) == true)
     assert(ms.param("name", "x") == "abc")
     assert(ms.param("absent", 7) == 7)
-  )lua", "=test") == 0);
+  )lua",
+                             "=test") == 0);
   CHECK(interpreter.last_error().empty());
   CHECK(interpreter.unread_params() == std::vector<std::string>{"unused"});
 }
@@ -128,14 +122,16 @@ TEST_CASE("ms.train writes a run folder with config, metrics, evaluation and the
   CHECK(config["model"]["layers"][0]["mixer"] == "lstm");
   CHECK(config["task"]["ones"]["max"] == 4);
   CHECK(config["versions"]["lua"].get<std::string>().find("Lua 5.4") == 0);
-  CHECK(read_file(run / "script/tiny_train.lua") == read_file(fs::path(MEMSCRIPT_TEST_SCRIPTS) / "tiny_train.lua"));
+  CHECK(read_file(run / "script/tiny_train.lua") ==
+        read_file(fs::path(MEMSCRIPT_TEST_SCRIPTS) / "tiny_train.lua"));
   CHECK(read_file(run / "status") == "completed\n");
   const std::string csv = read_file(run / "eval.csv");
   CHECK_THAT(csv, Contains("step,length,accuracy"));
   CHECK_THAT(csv, Contains("\n5,12,"));
   int lines = 0;
   std::istringstream metrics(read_file(run / "metrics.jsonl"));
-  for (std::string line; std::getline(metrics, line); ++lines) CHECK_NOTHROW(nlohmann::json::parse(line));
+  for (std::string line; std::getline(metrics, line); ++lines)
+    CHECK_NOTHROW(nlohmann::json::parse(line));
   CHECK(lines == 6);  // 5 steps logged one by one, then the evaluation
 }
 
@@ -157,9 +153,13 @@ TEST_CASE("ms.train rejects a model that does not fit the task and a run name th
   CHECK_THAT(run_lua(R"lua(
     local p = ms.task.parity{}
     local m = ms.model.decoder{ mixer = "lstm", d_model = 8, heads = 1, vocab = 2, classes = 3 }
-    ms.train{ model = m, task = p, steps = 1 })lua").error, Contains("does not fit task parity"));
+    ms.train{ model = m, task = p, steps = 1 })lua")
+                 .error,
+             Contains("does not fit task parity"));
   CHECK_THAT(run_lua(R"lua(
     local p = ms.task.parity{}
     local m = ms.model.decoder{ mixer = "lstm", d_model = 8, heads = 1, task = p }
-    ms.train{ model = m, task = p, steps = 1, out = "../escape" })lua").error, Contains("option 'out'"));
+    ms.train{ model = m, task = p, steps = 1, out = "../escape" })lua")
+                 .error,
+             Contains("option 'out'"));
 }

@@ -42,7 +42,8 @@ TEST_CASE("C++ exceptions become Lua errors that pcall catches, and the state go
   const Ran ran = run_lua(
       "local ok, err = pcall(ms.task.parity, { p_one = 2 })\n"
       "assert(not ok and err:find(\"option 'p_one' must be in %[0, 1%], got 2\"), err)\n"
-      "local ok2, err2 = pcall(ms.model.decoder, { mixer = 'lstm', d_model = 6, heads = 4, vocab = 2, classes = 2 })\n"
+      "local ok2, err2 = pcall(ms.model.decoder, { mixer = 'lstm', d_model = 6, heads = 4, vocab = "
+      "2, classes = 2 })\n"
       "assert(not ok2 and err2:find(\"'heads' = 4 does not divide d_model = 6\"), err2)\n"
       "local ok3, err3 = pcall(ms.model.decoder, { mixer = 'lstmm', vocab = 2, classes = 2 })\n"
       "assert(not ok3 and err3:find(\"did you mean 'lstm'\"), err3)\n"
@@ -52,16 +53,20 @@ TEST_CASE("C++ exceptions become Lua errors that pcall catches, and the state go
 }
 
 TEST_CASE("errors from bound methods point at the calling line") {
-  const Ran ran = run_lua("local t = ms.task.parity{ ones = 5 }\nlocal b = t:sample{ batch = 2, length = 3 }\n");
+  const Ran ran = run_lua(
+      "local t = ms.task.parity{ ones = 5 }\nlocal b = t:sample{ batch = 2, length = 3 }\n");
   CHECK(ran.code == 1);
   CHECK_THAT(ran.error, Contains("test:2: parity: ones = 5 is more than the sequence length 3"));
 }
 
 TEST_CASE("wrong argument types are reported lauxlib-style, not as crashes") {
-  CHECK_THAT(run_lua("ms.evaluate(1, 2, {})").error, Contains("bad argument #1 to 'evaluate' (memscript.Model expected, got number)"));
-  CHECK_THAT(run_lua("ms.task.parity{}:sample(5)").error, Contains("expects an options table, got number"));
+  CHECK_THAT(run_lua("ms.evaluate(1, 2, {})").error,
+             Contains("bad argument #1 to 'evaluate' (memscript.Model expected, got number)"));
+  CHECK_THAT(run_lua("ms.task.parity{}:sample(5)").error,
+             Contains("expects an options table, got number"));
   CHECK_THAT(run_lua("ms.task.parity{ 1, 2 }").error, Contains("positional entries"));
-  CHECK_THAT(run_lua("ms.task.parity{ p_one = print }").error, Contains("option 'p_one' cannot be a function"));
+  CHECK_THAT(run_lua("ms.task.parity{ p_one = print }").error,
+             Contains("option 'p_one' cannot be a function"));
   CHECK_THAT(run_lua("ms.tensor{ {1, 2}, {3} }").error, Contains("ragged table"));
 }
 
@@ -77,13 +82,18 @@ TEST_CASE("erroring scripts release every object they created (checked under Lea
   // Each snippet creates tasks, models, optimizers and tensors, then fails in a different
   // way; in the sanitizer build a leak would fail this test at exit.
   const char* snippets[] = {
-      "local t = ms.task.parity{} local m = ms.model.decoder{ mixer = 'lstm', d_model = 8, heads = 1, layers = 1, task = t }\n"
-      "local b = t:sample{ batch = 2, length = 4 } local y = m:forward(b.inputs) error('lua error')",
-      "local t = ms.task.parity{} local b = t:sample{ batch = 2, length = 4 } ms.task.parity{ p_one = 7 }",
-      "local t = ms.task.parity{} local o = ms.optim.adamw{} local m = ms.model.decoder{ mixer = 'lstm', d_model = 8, heads = 1, task = t }\n"
+      "local t = ms.task.parity{} local m = ms.model.decoder{ mixer = 'lstm', d_model = 8, heads = "
+      "1, layers = 1, task = t }\n"
+      "local b = t:sample{ batch = 2, length = 4 } local y = m:forward(b.inputs) error('lua "
+      "error')",
+      "local t = ms.task.parity{} local b = t:sample{ batch = 2, length = 4 } ms.task.parity{ "
+      "p_one = 7 }",
+      "local t = ms.task.parity{} local o = ms.optim.adamw{} local m = ms.model.decoder{ mixer = "
+      "'lstm', d_model = 8, heads = 1, task = t }\n"
       "ms.train{ model = m, task = t, optimizer = o, steps = 1, stpes = 1 }",
       "local t = ms.tensor{ {1, 2}, {3, 4} } local s = t:sum() os.exit(4)",
-      "local ok = pcall(function() local t = ms.task.parity{} error({}) end) error(setmetatable({}, {}))",
+      "local ok = pcall(function() local t = ms.task.parity{} error({}) end) "
+      "error(setmetatable({}, {}))",
   };
   for (const char* snippet : snippets) {
     INFO(snippet);

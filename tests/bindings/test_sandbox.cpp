@@ -36,7 +36,9 @@ TEST_CASE("the sandbox hides debug and keeps the harmless libraries") {
   CHECK(run_lua("assert(debug == nil and package.loaded.debug == nil)").code == 0);
   CHECK(run_lua("assert(string.format('%d', 3) == '3' and math.floor(2.5) == 2)").code == 0);
   CHECK(run_lua("assert(table.concat({1, 2}, ',') == '1,2' and utf8.char(72) == 'H')").code == 0);
-  CHECK(run_lua("assert(os.time() > 0 and os.clock() >= 0 and type(os.getenv) == 'function')").code == 0);
+  CHECK(
+      run_lua("assert(os.time() > 0 and os.clock() >= 0 and type(os.getenv) == 'function')").code ==
+      0);
   CHECK(run_lua("assert(load('return 1 + 1')() == 2)").code == 0);
   CHECK(run_lua("assert(coroutine.wrap(function() coroutine.yield(5) end)() == 5)").code == 0);
 }
@@ -52,7 +54,8 @@ TEST_CASE("files can be written, renamed and removed inside the output folder, a
             "f:write('kept') f:close()\n"
             "assert(os.rename(root .. '/note.txt', root .. '/moved.txt'))\n"
             "assert(io.open(root .. '/moved.txt'):read('a') == 'kept')\n"
-            "assert(io.open('" MEMSCRIPT_STDLIB "/memscript.lua', 'r')):close()\n"
+            "assert(io.open('" MEMSCRIPT_STDLIB
+            "/memscript.lua', 'r')):close()\n"
             "local g = assert(io.open(root .. '/gone.txt', 'w')) g:close()\n"
             "assert(os.remove(root .. '/gone.txt'))\n");
   CHECK(interpreter.run_file(out / "script.lua", {root}) == 0);
@@ -80,9 +83,12 @@ TEST_CASE("os.exit in the sandbox ends the script with its code after cleaning u
 }
 
 TEST_CASE("option --unsafe lifts the sandbox") {
-  CHECK(run_lua("assert(type(debug) == 'table' and type(debug.traceback) == 'function')", true).code == 0);
+  CHECK(run_lua("assert(type(debug) == 'table' and type(debug.traceback) == 'function')", true)
+            .code == 0);
   CHECK(run_lua("assert(type(string.dump(function() end)) == 'string')", true).code == 0);
-  CHECK(run_lua("assert(type(io.popen) == 'function' and type(package.loadlib) == 'function')", true).code == 0);
+  CHECK(
+      run_lua("assert(type(io.popen) == 'function' and type(package.loadlib) == 'function')", true)
+          .code == 0);
 }
 
 TEST_CASE("require finds the stdlib and the script's own folder, and records the latter") {

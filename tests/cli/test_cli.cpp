@@ -14,7 +14,7 @@ namespace {
 const std::string kScripts = MEMSCRIPT_TEST_SCRIPTS;
 
 ProcessResult run_memscript(const std::vector<std::string>& args, const TempDir& cwd,
-                        const std::string& input = "") {
+                            const std::string& input = "") {
   return run_process(MEMSCRIPT_BINARY, args, cwd.path(), input);
 }
 
@@ -89,7 +89,8 @@ TEST_CASE("script errors exit 1 with file:line and a traceback") {
   TempDir cwd;
   const auto runtime = run_memscript({kScripts + "/runtime_error.lua"}, cwd);
   CHECK(runtime.exit_code == 1);
-  CHECK_THAT(runtime.err, StartsWith("memscript: " + kScripts + "/runtime_error.lua:4: attempt to index"));
+  CHECK_THAT(runtime.err,
+             StartsWith("memscript: " + kScripts + "/runtime_error.lua:4: attempt to index"));
   CHECK_THAT(runtime.err, Contains("stack traceback:"));
   const auto syntax = run_memscript({kScripts + "/syntax_error.lua"}, cwd);
   CHECK(syntax.exit_code == 1);
@@ -111,7 +112,10 @@ TEST_CASE("-e runs code, alone or before the script") {
 
 TEST_CASE("without a script, memscript reads statements like lua's REPL") {
   TempDir cwd;
-  const auto r = run_memscript({}, cwd, "x = 20\nx + 22\nfunction f()\n  return 'multi-line'\nend\nprint(f())\nerror('oops')\nprint('still here')\n");
+  const auto r =
+      run_memscript({}, cwd,
+                    "x = 20\nx + 22\nfunction f()\n  return "
+                    "'multi-line'\nend\nprint(f())\nerror('oops')\nprint('still here')\n");
   CHECK(r.exit_code == 0);
   CHECK(r.out == "42\nmulti-line\nstill here\n");
   CHECK_THAT(r.err, Contains("stdin:1: oops"));
@@ -119,9 +123,9 @@ TEST_CASE("without a script, memscript reads statements like lua's REPL") {
 
 TEST_CASE("option --set values reach ms.param typed, and unread keys are reported") {
   TempDir cwd;
-  const auto r = run_memscript({"--set", "steps=7", "--set", "lr=0.1", "--set", "flag=true", "--set",
-                            "name=a,b", "--set", "typo=1", kScripts + "/params.lua"},
-                           cwd);
+  const auto r = run_memscript({"--set", "steps=7", "--set", "lr=0.1", "--set", "flag=true",
+                                "--set", "name=a,b", "--set", "typo=1", kScripts + "/params.lua"},
+                               cwd);
   CHECK(r.exit_code == 0);
   CHECK(r.out == "steps\t7\tinteger\nlr\t0.1\tfloat\nflag\ttrue\tboolean\nname\ta,b\tstring\n");
   CHECK_THAT(r.err, Contains("--set typo was never read"));
@@ -147,14 +151,17 @@ TEST_CASE("os.exit sets the exit code") {
 
 TEST_CASE("the quickstart path end to end, in a few steps, writes a complete run folder") {
   TempDir cwd;
-  const auto r = run_memscript({"--quiet", "--out", "results", "--set", "steps=20", "--set", "out=qs",
-                            std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/quickstart.lua"},
-                           cwd);
+  const auto r =
+      run_memscript({"--quiet", "--out", "results", "--set", "steps=20", "--set", "out=qs",
+                     std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/quickstart.lua"},
+                    cwd);
   INFO(r.err);
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.out, Contains("length") && Contains("48") && Contains("64") && Contains("run folder: results/qs"));
+  CHECK_THAT(r.out, Contains("length") && Contains("48") && Contains("64") &&
+                        Contains("run folder: results/qs"));
   const fs::path run = cwd / "results/qs";
-  for (const char* file : {"config.json", "metrics.jsonl", "eval.csv", "timing.jsonl", "status", "script/quickstart.lua"}) {
+  for (const char* file : {"config.json", "metrics.jsonl", "eval.csv", "timing.jsonl", "status",
+                           "script/quickstart.lua"}) {
     INFO(file);
     CHECK(fs::is_regular_file(run / file));
   }
@@ -167,7 +174,8 @@ TEST_CASE("writing outside --out is refused in the sandbox and allowed with --un
   cwd.write("write.lua", "local f = assert(io.open('outside.txt', 'w')) f:write('x') f:close()");
   const auto sandboxed = run_memscript({"write.lua"}, cwd);
   CHECK(sandboxed.exit_code == 1);
-  CHECK_THAT(sandboxed.err, Contains("write.lua:1: io.open: 'outside.txt' is outside the output folder 'runs'"));
+  CHECK_THAT(sandboxed.err,
+             Contains("write.lua:1: io.open: 'outside.txt' is outside the output folder 'runs'"));
   CHECK(!fs::exists(cwd / "outside.txt"));
   CHECK(run_memscript({"--unsafe", "write.lua"}, cwd).exit_code == 0);
   CHECK(fs::exists(cwd / "outside.txt"));

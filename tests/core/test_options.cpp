@@ -2,12 +2,12 @@
 
 #include "runtime/options.h"
 
+using Catch::Matchers::Contains;
 using memscript::IntRange;
 using memscript::OptionList;
 using memscript::Options;
 using memscript::OptionValue;
 using memscript::UserError;
-using Catch::Matchers::Contains;
 
 TEST_CASE("an unknown option is named with its value, a guess and the valid keys") {
   Options options("ms.train");
@@ -40,7 +40,8 @@ TEST_CASE("integers out of range are rejected, integral floats accepted") {
   options.set("heads", {int64_t{0}});
   options.set("layers", {2.0});
   options.set("d_model", {2.5});
-  REQUIRE_THROWS_WITH(options.integer("heads", 1, {.min = 1}), Contains("'heads' must be >= 1, got 0"));
+  REQUIRE_THROWS_WITH(options.integer("heads", 1, {.min = 1}),
+                      Contains("'heads' must be >= 1, got 0"));
   CHECK(options.integer("layers", 1) == 2);
   REQUIRE_THROWS_WITH(options.integer("d_model", 1), Contains("must be an integer, got 2.5"));
 }
@@ -49,8 +50,10 @@ TEST_CASE("numbers are range-checked and choices listed") {
   Options options("x");
   options.set("p_one", {1.5});
   options.set("mode", {std::string("fast")});
-  REQUIRE_THROWS_WITH(options.number("p_one", 0.5, 0.0, 1.0), Contains("must be in [0, 1], got 1.5"));
-  REQUIRE_THROWS_WITH(options.string("mode", "a", {"a", "b"}), Contains("must be one of a, b, got \"fast\""));
+  REQUIRE_THROWS_WITH(options.number("p_one", 0.5, 0.0, 1.0),
+                      Contains("must be in [0, 1], got 1.5"));
+  REQUIRE_THROWS_WITH(options.string("mode", "a", {"a", "b"}),
+                      Contains("must be one of a, b, got \"fast\""));
 }
 
 TEST_CASE("nested tables carry their path into errors") {
@@ -69,7 +72,8 @@ TEST_CASE("lists of integers are read and each item checked") {
   list->push_back({int64_t{-1}});
   Options options("eval");
   options.set("lengths", {list});
-  REQUIRE_THROWS_WITH(options.integers("lengths", {}, {.min = 1}), Contains("'lengths' must be >= 1, got -1"));
+  REQUIRE_THROWS_WITH(options.integers("lengths", {}, {.min = 1}),
+                      Contains("'lengths' must be >= 1, got -1"));
   list->pop_back();
   CHECK(options.integers("lengths", {}, {.min = 1}) == std::vector<int64_t>{48});
 }

@@ -27,7 +27,8 @@ TEST_CASE("atomic writes replace the whole file and leave no temporary behind") 
   folder.write("sub/metrics.jsonl", "two\n");
   CHECK(read_file(folder.path() / "sub/metrics.jsonl") == "two\n");
   int entries = 0;
-  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(folder.path() / "sub")) ++entries;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(folder.path() / "sub"))
+    ++entries;
   CHECK(entries == 1);
 }
 

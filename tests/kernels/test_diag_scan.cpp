@@ -47,7 +47,8 @@ std::vector<double> reference(const ScanCase& c, bool with_h0) {
 }  // namespace
 
 TEST_CASE("diagonal scan on the CPU matches the written-out recurrence") {
-  for (const DiagScanShape shape : {DiagScanShape{1, 1, 1}, DiagScanShape{2, 7, 3}, DiagScanShape{3, 33, 5}}) {
+  for (const DiagScanShape shape :
+       {DiagScanShape{1, 1, 1}, DiagScanShape{2, 7, 3}, DiagScanShape{3, 33, 5}}) {
     const ScanCase c = random_case(shape, 1);
     for (const bool with_h0 : {false, true}) {
       std::vector<double> h(c.a.size()), last(c.h0.size());
@@ -57,7 +58,8 @@ TEST_CASE("diagonal scan on the CPU matches the written-out recurrence") {
       for (size_t i = 0; i < h.size(); ++i) REQUIRE(h[i] == Approx(expected[i]).epsilon(1e-12));
       for (int64_t n = 0; n < shape.batch; ++n) {
         for (int64_t ch = 0; ch < shape.channels; ++ch) {
-          const size_t end = static_cast<size_t>((n * shape.length + shape.length - 1) * shape.channels + ch);
+          const size_t end =
+              static_cast<size_t>((n * shape.length + shape.length - 1) * shape.channels + ch);
           REQUIRE(last[n * shape.channels + ch] == expected[end]);
         }
       }
@@ -81,7 +83,8 @@ TEST_CASE("the CUDA kernel's per-thread body, run over every block and thread, m
   // More channels than one block holds, and a partial last block, to exercise the guard.
   const DiagScanShape shape{3, 11, 100};
   const ScanCase c = random_case(shape, 3);
-  std::vector<float> a(c.a.begin(), c.a.end()), b(c.b.begin(), c.b.end()), h0(c.h0.begin(), c.h0.end());
+  std::vector<float> a(c.a.begin(), c.a.end()), b(c.b.begin(), c.b.end()),
+      h0(c.h0.begin(), c.h0.end());
   std::vector<float> emulated(a.size(), -7.0f), last(h0.size(), -7.0f);
   const int64_t blocks = diag_scan_blocks(shape);
   REQUIRE(blocks * kDiagScanThreadsPerBlock >= shape.batch * shape.channels);
