@@ -3,6 +3,12 @@
 #include <functional>
 #include <map>
 
+#include "runtime/tasks/cycle_navigation.h"
+#include "runtime/tasks/dyck.h"
+#include "runtime/tasks/even_pairs.h"
+#include "runtime/tasks/majority.h"
+#include "runtime/tasks/modular_arithmetic.h"
+#include "runtime/tasks/mqar.h"
 #include "runtime/tasks/parity.h"
 
 namespace memscript {
@@ -14,6 +20,12 @@ using TaskFactory = std::function<std::shared_ptr<Task>(Options&)>;
 // Every task, by the name scripts use (ms.task.<name>).
 const std::map<std::string, TaskFactory>& task_table() {
   static const std::map<std::string, TaskFactory> table = {
+      {"cycle_navigation", make_cycle_navigation_task},
+      {"dyck", make_dyck_task},
+      {"even_pairs", make_even_pairs_task},
+      {"majority", make_majority_task},
+      {"modular_arithmetic", make_modular_arithmetic_task},
+      {"mqar", make_mqar_task},
       {"parity", make_parity_task},
   };
   return table;

@@ -130,5 +130,5 @@ TEST_CASE("parity refuses lengths shorter than its number of ones, and length 0"
 TEST_CASE("an unknown task name lists the tasks") {
   Options options("ms.task");
   REQUIRE_THROWS_WITH(make_task("parityy", options),
-                      Contains("unknown task 'parityy'; tasks: parity"));
+                      Contains("unknown task 'parityy'; tasks: ") && Contains("parity"));
 }

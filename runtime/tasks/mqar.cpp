@@ -1,0 +1,93 @@
+#include "runtime/tasks/mqar.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+namespace memscript {
+
+MqarTask::MqarTask(MqarSpec spec) : spec_(spec) {}
+
+nlohmann::json MqarTask::config() const {
+  return {{"task", "mqar"},       {"keys", spec_.keys},       {"values", spec_.values},
+          {"pairs", spec_.pairs}, {"queries", spec_.queries}, {"unique_keys", spec_.unique_keys}};
+}
+
+void MqarTask::check_length(int64_t length) const {
+  Task::check_length(length);
+  const int64_t needed = 2 * spec_.pairs + spec_.queries;
+  if (length < needed) {
+    throw UserError("mqar: length must be at least 2 * pairs + queries = " +
+                    std::to_string(needed) + ", got " + std::to_string(length));
+  }
+}
+
+void MqarTask::generate(Rng& rng, SequenceView sequence) const {
+  const int64_t pads = sequence.length - 2 * spec_.pairs - spec_.queries;
+  std::fill(sequence.inputs, sequence.inputs + sequence.length, pad_token());
+  std::fill(sequence.targets, sequence.targets + sequence.length, 0);
+  std::fill(sequence.mask, sequence.mask + sequence.length, false);
+
+  // The keys: a partial Fisher-Yates shuffle of the key range, or independent draws.
+  std::vector<int64_t> keys(static_cast<size_t>(spec_.pairs));
+  if (spec_.unique_keys) {
+    std::vector<int64_t> range(static_cast<size_t>(spec_.keys));
+    std::iota(range.begin(), range.end(), 0);
+    for (int64_t i = 0; i < spec_.pairs; ++i) {
+      std::swap(range[i], range[rng.between(i, spec_.keys - 1)]);
+      keys[i] = range[i];
+    }
+  } else {
+    for (int64_t& key : keys) key = rng.between(0, spec_.keys - 1);
+  }
+  int64_t* pairs = sequence.inputs + pads;
+  for (int64_t i = 0; i < spec_.pairs; ++i) {
+    pairs[2 * i] = keys[i];
+    pairs[2 * i + 1] = spec_.keys + rng.between(0, spec_.values - 1);
+  }
+
+  // The pairs that hold the last binding of their key: one per distinct key.
+  std::vector<int64_t> bindings(static_cast<size_t>(spec_.pairs));
+  std::iota(bindings.begin(), bindings.end(), 0);
+  if (!spec_.unique_keys) {
+    std::stable_sort(bindings.begin(), bindings.end(),
+                     [&](int64_t a, int64_t b) { return keys[a] < keys[b]; });
+    std::vector<int64_t> last;
+    for (size_t i = 0; i < bindings.size(); ++i) {
+      if (i + 1 == bindings.size() || keys[bindings[i]] != keys[bindings[i + 1]]) {
+        last.push_back(bindings[i]);
+      }
+    }
+    bindings.swap(last);
+  }
+
+  // The queries: the distinct keys in a fresh random order, round after round.
+  const auto distinct = static_cast<int64_t>(bindings.size());
+  int64_t* queries = pairs + 2 * spec_.pairs;
+  for (int64_t q = 0; q < spec_.queries; ++q) {
+    const int64_t slot = q % distinct;
+    std::swap(bindings[slot], bindings[rng.between(slot, distinct - 1)]);
+    const int64_t pair = bindings[slot];
+    const int64_t t = queries - sequence.inputs + q;
+    sequence.inputs[t] = pairs[2 * pair];
+    sequence.targets[t] = pairs[2 * pair + 1] - spec_.keys;
+    sequence.mask[t] = true;
+  }
+}
+
+std::shared_ptr<Task> make_mqar_task(Options& options) {
+  MqarSpec spec;
+  spec.keys = options.integer("keys", spec.keys, {.min = 1});
+  spec.values = options.integer("values", spec.values, {.min = 1});
+  spec.pairs = options.integer("pairs", spec.pairs, {.min = 1});
+  spec.queries = options.integer("queries", spec.pairs, {.min = 1});
+  spec.unique_keys = options.boolean("unique_keys", spec.unique_keys);
+  if (spec.unique_keys && spec.keys < spec.pairs) {
+    options.fail("keys", "= " + std::to_string(spec.keys) +
+                             " is fewer than pairs = " + std::to_string(spec.pairs) +
+                             ": unique keys need keys >= pairs (or unique_keys = false)");
+  }
+  return std::make_shared<MqarTask>(spec);
+}
+
+}  // namespace memscript

@@ -1,0 +1,54 @@
+#pragma once
+
+#include <memory>
+
+#include "runtime/task.h"
+
+namespace memscript {
+
+// Multi-query associative recall. Keys are tokens 0..K-1, values K..K+V-1, and K+V pads.
+// A sequence of length L is L - (2P + Q) pad tokens, then P key-value pairs (a key token
+// followed by a value token), then Q queries, each a key that appeared in the pairs. Only the
+// queries are scored: the input at a query is the key, its target the index (0..V-1, so
+// num_classes = V) of the value last bound to that key. Example with K = 4, V = 3, P = 2,
+// Q = 2, L = 7 (pad 7, values 4 5 6): inputs 7 2 5 0 4 0 2 -> targets at the last two
+// positions 0 1, the other five unscored.
+//   keys = K, values = V  the token ranges (defaults 64 and 64)
+//   pairs = P             key-value pairs per sequence (default 16)
+//   queries = Q           queries per sequence (default P)
+//   unique_keys = true    the P keys are distinct (K >= P); with false they are drawn with
+//                         replacement and a repeated key is bound to its last value
+// The length must be at least 2P + Q. Padding goes in front, so the pairs-to-queries
+// distance, and with it the task, is the same at every length: a longer length only adds pads
+// a model has to ignore. Keys come uniformly from the key range, values uniformly and
+// independently from the value range. Queries ask the distinct keys of the sequence in a
+// random order, each once before any is asked again (so Q = P with unique keys asks every
+// key exactly once).
+struct MqarSpec {
+  int64_t keys = 64;
+  int64_t values = 64;
+  int64_t pairs = 16;
+  int64_t queries = 16;
+  bool unique_keys = true;
+};
+
+class MqarTask : public Task {
+ public:
+  explicit MqarTask(MqarSpec spec);
+
+  std::string name() const override { return "mqar"; }
+  int64_t vocab_size() const override { return spec_.keys + spec_.values + 1; }
+  int64_t num_classes() const override { return spec_.values; }
+  nlohmann::json config() const override;
+  void check_length(int64_t length) const override;
+  void generate(Rng& rng, SequenceView sequence) const override;
+
+  int64_t pad_token() const { return spec_.keys + spec_.values; }
+
+ private:
+  MqarSpec spec_;
+};
+
+std::shared_ptr<Task> make_mqar_task(Options& options);
+
+}  // namespace memscript

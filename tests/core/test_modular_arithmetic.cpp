@@ -1,0 +1,87 @@
+#include <catch2/catch.hpp>
+
+#include <functional>
+
+#include "runtime/tasks/modular_arithmetic.h"
+
+using namespace memscript;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::shared_ptr<Task> modular(std::function<void(Options&)> configure) {
+  Options options("ms.task.modular_arithmetic");
+  configure(options);
+  return make_task("modular_arithmetic", options);
+}
+
+std::vector<int64_t> row(const std::vector<int64_t>& flat, int64_t index, int64_t length) {
+  return {flat.begin() + index * length, flat.begin() + (index + 1) * length};
+}
+
+// The oracle: each prefix summed from scratch, reduced once at the end.
+std::vector<int64_t> prefix_sums(const std::vector<int64_t>& inputs, int64_t modulus) {
+  std::vector<int64_t> out;
+  for (size_t t = 0; t < inputs.size(); ++t) {
+    int64_t sum = 0;
+    for (size_t i = 0; i <= t; ++i) sum += inputs[i];
+    out.push_back(sum % modulus);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the modular arithmetic oracle reproduces the documented example 14230 -> 10200") {
+  CHECK(prefix_sums({1, 4, 2, 3, 0}, 5) == std::vector<int64_t>{1, 0, 2, 0, 0});
+}
+
+TEST_CASE("modular arithmetic targets match the oracle and every position is scored") {
+  for (int64_t modulus : {2, 3, 5, 11}) {
+    auto task = modular([&](Options& o) { o.set("modulus", {modulus}); });
+    CHECK(task->vocab_size() == modulus);
+    CHECK(task->num_classes() == modulus);
+    const HostBatch batch = sample_host_batch(*task, 64, {40, 40}, 3);
+    std::vector<int64_t> counts(static_cast<size_t>(modulus));
+    for (int64_t i = 0; i < batch.batch; ++i) {
+      const auto inputs = row(batch.inputs, i, batch.length);
+      for (int64_t x : inputs) {
+        REQUIRE((x >= 0 && x < modulus));
+        ++counts[static_cast<size_t>(x)];
+      }
+      REQUIRE(row(batch.targets, i, batch.length) == prefix_sums(inputs, modulus));
+    }
+    for (uint8_t m : batch.mask) REQUIRE(m == 1);
+    // Inputs are uniform over 0..m-1.
+    const double expected = static_cast<double>(batch.inputs.size()) / static_cast<double>(modulus);
+    for (int64_t count : counts)
+      CHECK(static_cast<double>(count) == Approx(expected).epsilon(0.25));
+  }
+}
+
+TEST_CASE("modular arithmetic defaults to modulus 5") {
+  auto task = modular([](Options&) {});
+  CHECK(task->num_classes() == 5);
+  CHECK(task->config()["modulus"] == 5);
+}
+
+TEST_CASE("modular arithmetic batches are deterministic for a seed and differ between seeds") {
+  auto task = modular([](Options&) {});
+  const HostBatch a = sample_host_batch(*task, 8, {10, 50}, 1);
+  const HostBatch b = sample_host_batch(*task, 8, {10, 50}, 1);
+  const HostBatch c = sample_host_batch(*task, 8, {10, 50}, 2);
+  CHECK(a.length == b.length);
+  CHECK(a.inputs == b.inputs);
+  CHECK(a.inputs != c.inputs);
+}
+
+TEST_CASE("modular arithmetic rejects a modulus below 2, naming key and value") {
+  REQUIRE_THROWS_WITH(modular([](Options& o) { o.set("modulus", {int64_t{1}}); }),
+                      Contains("'modulus' must be >= 2, got 1"));
+  REQUIRE_THROWS_WITH(modular([](Options& o) { o.set("modulus", {int64_t{0}}); }),
+                      Contains("'modulus' must be >= 2, got 0"));
+  REQUIRE_THROWS_WITH(modular([](Options& o) { o.set("modulus", {2.5}); }),
+                      Contains("'modulus' must be an integer, got 2.5"));
+  REQUIRE_THROWS_WITH(modular([](Options& o) { o.set("mod", {int64_t{5}}); }),
+                      Contains("unknown option 'mod'"));
+}
