@@ -49,9 +49,11 @@ BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidde
   init_output_projection(mlp_down_, context.layers);
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
-  torch::Tensor h = x + mixer_->forward(mixer_norm_->forward(x));
-  return h + mlp_down_->forward(torch::gelu(mlp_up_->forward(mlp_norm_->forward(h))));
+MixerOutput BlockImpl::forward(const torch::Tensor& x, const MixerState& state) {
+  MixerOutput mixed = mixer_->forward(mixer_norm_->forward(x), state);
+  const torch::Tensor h = x + mixed.y;
+  mixed.y = h + mlp_down_->forward(torch::gelu(mlp_up_->forward(mlp_norm_->forward(h))));
+  return mixed;
 }
 
 DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_seed) {
@@ -102,10 +104,25 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
 }
 
 torch::Tensor DecoderImpl::forward(const torch::Tensor& tokens) {
+  return forward(tokens, DecoderState{}).logits;
+}
+
+DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderState& state) {
+  if (!state.layers.empty() && state.layers.size() != blocks_->size()) {
+    throw UserError("forward: the state has " + std::to_string(state.layers.size()) +
+                    " layers, the model " + std::to_string(blocks_->size()));
+  }
   torch::Tensor x = embedding_->forward(tokens);
   if (scale_embedding_) x = x * std::sqrt(static_cast<double>(d_model_));
-  for (const auto& block : *blocks_) x = block->as<BlockImpl>()->forward(x);
-  return head_->forward(final_norm_->forward(x));
+  DecoderOutput out;
+  for (size_t i = 0; i < blocks_->size(); ++i) {
+    const MixerState layer_state = state.layers.empty() ? MixerState{} : state.layers[i];
+    MixerOutput block = blocks_->ptr<BlockImpl>(i)->forward(x, layer_state);
+    x = block.y;
+    out.state.layers.push_back(std::move(block.state));
+  }
+  out.logits = head_->forward(final_norm_->forward(x));
+  return out;
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

@@ -18,7 +18,8 @@ namespace memscript {
 class BlockImpl : public torch::nn::Module {
  public:
   BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidden);
-  torch::Tensor forward(const torch::Tensor& x);
+  // x and the block's output: [batch, length, d_model].
+  MixerOutput forward(const torch::Tensor& x, const MixerState& state);
   const MixerImpl& mixer() const { return *mixer_; }
 
  private:
@@ -37,6 +38,16 @@ struct ModelPart {
   int64_t parameters;
 };
 
+// The state of every layer after a chunk; empty at the start of a sequence.
+struct DecoderState {
+  std::vector<MixerState> layers;
+};
+
+struct DecoderOutput {
+  torch::Tensor logits;  // [batch, length, classes]
+  DecoderState state;
+};
+
 class DecoderImpl : public torch::nn::Module {
  public:
   // Reads the decoder's options (mixer, layers, d_model, heads, mlp_ratio, scale_embedding,
@@ -46,6 +57,8 @@ class DecoderImpl : public torch::nn::Module {
 
   // tokens: int64 [batch, length] -> logits [batch, length, classes]
   torch::Tensor forward(const torch::Tensor& tokens);
+  // The same, continuing from `state` (what the previous chunk returned, or {}).
+  DecoderOutput forward(const torch::Tensor& tokens, const DecoderState& state);
 
   int64_t vocab_size() const { return vocab_; }
   int64_t num_classes() const { return classes_; }

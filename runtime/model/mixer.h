@@ -1,7 +1,8 @@
 #pragma once
 
 // A token mixer: the part of a decoder block that moves information along the sequence.
-// Every mixer maps [batch, length, d_model] to the same shape, causally.
+// Every mixer maps [batch, length, d_model] to the same shape, causally, and hands back the
+// state it needs to continue: a sequence fed in chunks gives the same outputs as one pass.
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -19,11 +20,28 @@ struct MixerContext {
   int64_t layers;  // for the 1/sqrt(2 * layers) scaling of output projections
 };
 
+// What a mixer carries from one chunk to the next: recurrent states, a convolution's last
+// inputs, or the keys and values seen so far. `tensors` empty means the sequence starts here.
+struct MixerState {
+  std::vector<torch::Tensor> tensors;
+  int64_t position = 0;  // tokens seen before this chunk
+
+  bool empty() const { return tensors.empty(); }
+};
+
+struct MixerOutput {
+  torch::Tensor y;   // [batch, length, d_model]
+  MixerState state;  // after the last token of the chunk
+};
+
 class MixerImpl : public torch::nn::Module {
  public:
-  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  // x: [batch, length, d_model]; state: what the previous chunk returned, or {}.
+  virtual MixerOutput forward(const torch::Tensor& x, const MixerState& state) = 0;
   // The options as resolved, for the run folder and describe().
   virtual nlohmann::json config() const = 0;
+
+  torch::Tensor forward(const torch::Tensor& x) { return forward(x, MixerState{}).y; }
 };
 
 using Mixer = std::shared_ptr<MixerImpl>;

@@ -10,9 +10,12 @@ LstmMixerImpl::LstmMixerImpl(const MixerContext& context, Options& options)
   init_output_projection(output_, context.layers);
 }
 
-torch::Tensor LstmMixerImpl::forward(const torch::Tensor& x) {
-  auto [outputs, state] = lstm_->forward(x);
-  return output_->forward(outputs);
+MixerOutput LstmMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
+  std::optional<std::tuple<torch::Tensor, torch::Tensor>> initial;
+  if (!state.empty()) initial = std::make_tuple(state.tensors.at(0), state.tensors.at(1));
+  auto [outputs, final_state] = lstm_->forward(x, initial);
+  auto [h, c] = final_state;
+  return {output_->forward(outputs), {{h, c}, state.position + x.size(1)}};
 }
 
 nlohmann::json LstmMixerImpl::config() const { return {{"mixer", "lstm"}, {"hidden", hidden_}}; }

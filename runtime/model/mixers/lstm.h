@@ -6,10 +6,12 @@ namespace memscript {
 
 // Classic LSTM (libtorch's fused implementation) over d_model, followed by an output
 // projection back into the residual stream. Options: hidden (default d_model).
+// State: {h, c}, each [1, batch, hidden].
 class LstmMixerImpl : public MixerImpl {
  public:
   LstmMixerImpl(const MixerContext& context, Options& options);
-  torch::Tensor forward(const torch::Tensor& x) override;
+  using MixerImpl::forward;
+  MixerOutput forward(const torch::Tensor& x, const MixerState& state) override;
   nlohmann::json config() const override;
 
  private:

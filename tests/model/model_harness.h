@@ -1,0 +1,34 @@
+#pragma once
+
+// Builds decoders for the model tests from a handful of options.
+
+#include <map>
+#include <string>
+
+#include "runtime/model/decoder.h"
+
+namespace memscript::test {
+
+using ExtraOptions = std::map<std::string, OptionValue>;
+
+inline Decoder make_decoder(const std::string& mixer, int64_t d_model = 16, int64_t heads = 2,
+                            int64_t layers = 2, const ExtraOptions& extra = {}) {
+  Options options("test decoder");
+  options.set("mixer", {mixer});
+  options.set("d_model", {d_model});
+  options.set("heads", {heads});
+  options.set("layers", {layers});
+  options.set("vocab", {int64_t{4}});
+  options.set("classes", {int64_t{3}});
+  for (const auto& [key, value] : extra) options.set(key, value);
+  Decoder model(std::make_shared<DecoderImpl>(options, nullptr, 1));
+  options.finish();
+  return model;
+}
+
+inline torch::Tensor random_tokens(int64_t batch, int64_t length, int64_t seed) {
+  torch::manual_seed(static_cast<uint64_t>(seed));
+  return torch::randint(0, 4, {batch, length}, torch::kInt64);
+}
+
+}  // namespace memscript::test
