@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make run    bootstrap, build, run experiments/quickstart.lua
 #   make test   bootstrap, build, run the test suite (ctest)
-# Others: make build, make bootstrap, make test-sanitize (ASan/LSan/UBSan build of the
+# Others: make build, make bootstrap, make bench, make test-sanitize (ASan/LSan/UBSan build of the
 # binding tests, in build-sanitize/), make format, make clean.
 
 BUILD ?= build
@@ -11,7 +11,7 @@ JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 CTEST_ARGS ?=
 
-.PHONY: all bootstrap build run test test-sanitize format clean
+.PHONY: all bootstrap build run test test-sanitize bench format clean
 
 all: build
 
@@ -31,6 +31,10 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+# Benchmarks (medians, side by side in one run); never part of the tests.
+bench: build
+	cmake --build $(BUILD) --target bench
 
 $(SANITIZE_BUILD)/CMakeCache.txt:
 	cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMEMSCRIPT_SANITIZE=ON \

@@ -1,5 +1,7 @@
 // ms.task.<name>{...} and the methods of a task.
 
+#include <cstdio>
+
 #include "bindings/convert.h"
 #include "bindings/session.h"
 #include "bindings/types.h"
@@ -32,6 +34,22 @@ int task_sample(lua_State* L) {
   return 1;
 }
 
+// task:show{ length = , n = , seed = } prints n examples as `inputs -> targets` and returns
+// them as a string.
+int task_show(lua_State* L) {
+  const TaskRef& task = check_object<TaskRef>(L, 1);
+  Options options = read_optional_options(L, 2, task->name() + ":show");
+  const int64_t length = options.integer("length", 16, {.min = 1});
+  const int64_t n = options.integer("n", 3, {.min = 1, .max = 1000});
+  const int64_t seed =
+      options.integer("seed", static_cast<int64_t>(session(L).settings.seed), {.min = 0});
+  options.finish();
+  const std::string text = show_examples(*task, length, n, static_cast<uint64_t>(seed));
+  std::fputs(text.c_str(), stdout);
+  lua_pushlstring(L, text.data(), text.size());
+  return 1;
+}
+
 int task_vocab_size(lua_State* L) {
   lua_pushinteger(L, check_object<TaskRef>(L, 1)->vocab_size());
   return 1;
@@ -53,11 +71,10 @@ int task_tostring(lua_State* L) {
   return 1;
 }
 
-const luaL_Reg kTaskMethods[] = {{"sample", protect<task_sample>},
-                                 {"vocab_size", protect<task_vocab_size>},
-                                 {"num_classes", protect<task_num_classes>},
-                                 {"config", protect<task_config>},
-                                 {nullptr, nullptr}};
+const luaL_Reg kTaskMethods[] = {
+    {"sample", protect<task_sample>},         {"show", protect<task_show>},
+    {"vocab_size", protect<task_vocab_size>}, {"num_classes", protect<task_num_classes>},
+    {"config", protect<task_config>},         {nullptr, nullptr}};
 
 const luaL_Reg kTaskMeta[] = {{"__tostring", protect<task_tostring>}, {nullptr, nullptr}};
 

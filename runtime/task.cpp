@@ -1,5 +1,6 @@
 #include "runtime/task.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -54,6 +55,35 @@ LengthRange read_length_range(Options& options, const std::string& key,
   }
   const int64_t length = options.integer(key, fallback.value_or(1), {.min = 1});
   return {length, length};
+}
+
+std::string Task::token_text(int64_t token) const { return std::to_string(token); }
+
+std::string Task::target_text(int64_t target) const { return std::to_string(target); }
+
+namespace {
+
+std::string join_cells(const std::vector<std::string>& cells) {
+  const bool compact =
+      std::all_of(cells.begin(), cells.end(), [](const std::string& c) { return c.size() == 1; });
+  return join(cells, compact ? "" : " ");
+}
+
+}  // namespace
+
+std::string show_examples(const Task& task, int64_t length, int64_t n, uint64_t seed) {
+  const HostBatch batch = sample_host_batch(task, n, {length, length}, seed);
+  std::string out;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<std::string> inputs, targets;
+    for (int64_t t = 0; t < length; ++t) {
+      const size_t cell = static_cast<size_t>(i * length + t);
+      inputs.push_back(task.token_text(batch.inputs[cell]));
+      targets.push_back(batch.mask[cell] ? task.target_text(batch.targets[cell]) : ".");
+    }
+    out += join_cells(inputs) + " -> " + join_cells(targets) + "\n";
+  }
+  return out;
 }
 
 HostBatch sample_host_batch(const Task& task, int64_t batch, LengthRange lengths, uint64_t seed) {

@@ -43,6 +43,11 @@ class Task {
   virtual void check_length(int64_t length) const;
   // Fills one sequence; all randomness comes from rng.
   virtual void generate(Rng& rng, SequenceView sequence) const = 0;
+
+  // How `show` prints one input token and one target: numbers unless a task knows better
+  // (bracket glyphs for Dyck, k/v names for MQAR).
+  virtual std::string token_text(int64_t token) const;
+  virtual std::string target_text(int64_t target) const;
 };
 
 // Host-side batch: [batch, length] row-major buffers.
@@ -62,6 +67,11 @@ LengthRange read_length_range(Options& options, const std::string& key,
 // Draws a batch: the length from (seed, range), then sequence i from mix_seed(seed, i), so a
 // batch never depends on how many threads produced it.
 HostBatch sample_host_batch(const Task& task, int64_t batch, LengthRange lengths, uint64_t seed);
+
+// `n` examples of `length`, one per line as `inputs -> targets`, e.g. 0011010 -> 0010011.
+// Unscored positions show as '.'; tokens are written without spaces when each is one
+// character.
+std::string show_examples(const Task& task, int64_t length, int64_t n, uint64_t seed);
 
 // Builds a task by its registered name ("parity", ...), reading and checking its options.
 std::shared_ptr<Task> make_task(const std::string& name, Options& options);

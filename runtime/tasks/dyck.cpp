@@ -90,6 +90,13 @@ void DyckTask::generate(Rng& rng, SequenceView sequence) const {
   label(sequence);
 }
 
+std::string DyckTask::token_text(int64_t token) const {
+  static const char kOpen[] = "([{<";
+  static const char kClose[] = ")]}>";
+  if (spec_.pairs > 4) return Task::token_text(token);
+  return std::string(1, token < spec_.pairs ? kOpen[token] : kClose[token - spec_.pairs]);
+}
+
 std::shared_ptr<Task> make_dyck_task(Options& options) {
   DyckSpec spec;
   spec.pairs = options.integer("pairs", spec.pairs, {.min = 1});

@@ -34,6 +34,7 @@ class DyckTask : public Task {
   nlohmann::json config() const override;
   void check_length(int64_t length) const override;
   void generate(Rng& rng, SequenceView sequence) const override;
+  std::string token_text(int64_t token) const override;  // ( [ { < and their closes, k <= 4
 
   // Writes the labels of `sequence.inputs` into its targets and mask; returns the last target.
   int64_t label(SequenceView sequence) const;

@@ -75,6 +75,23 @@ void MqarTask::generate(Rng& rng, SequenceView sequence) const {
   }
 }
 
+// Built by appending: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string here.
+namespace {
+std::string named(char prefix, int64_t index) {
+  std::string text(1, prefix);
+  text += std::to_string(index);
+  return text;
+}
+}  // namespace
+
+std::string MqarTask::token_text(int64_t token) const {
+  if (token < spec_.keys) return named('k', token);
+  if (token < spec_.keys + spec_.values) return named('v', token - spec_.keys);
+  return "_";
+}
+
+std::string MqarTask::target_text(int64_t target) const { return named('v', target); }
+
 std::shared_ptr<Task> make_mqar_task(Options& options) {
   MqarSpec spec;
   spec.keys = options.integer("keys", spec.keys, {.min = 1});

@@ -38,6 +38,8 @@ class MqarTask : public Task {
 
   std::string name() const override { return "mqar"; }
   int64_t vocab_size() const override { return spec_.keys + spec_.values + 1; }
+  std::string token_text(int64_t token) const override;    // k3, v7, _ for a pad
+  std::string target_text(int64_t target) const override;  // v7
   int64_t num_classes() const override { return spec_.values; }
   nlohmann::json config() const override;
   void check_length(int64_t length) const override;

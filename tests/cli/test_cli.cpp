@@ -180,3 +180,26 @@ TEST_CASE("writing outside --out is refused in the sandbox and allowed with --un
   CHECK(run_memscript({"--unsafe", "write.lua"}, cwd).exit_code == 0);
   CHECK(fs::exists(cwd / "outside.txt"));
 }
+
+TEST_CASE("task samples are the same whatever the thread count") {
+  TempDir cwd;
+  cwd.write("sample.lua",
+            "for _, t in ipairs{ ms.task.dyck{}, ms.task.mqar{ pairs = 8 }, ms.task.parity{ ones = "
+            "5 } } do\n"
+            "  local b = t:sample{ batch = 16, length = 40, seed = 9 }\n"
+            "  for _, row in ipairs(b.inputs:tolist()) do print(table.concat(row, ' ')) end\n"
+            "end\n");
+  const auto one = run_memscript({"--threads", "1", "sample.lua"}, cwd);
+  const auto two = run_memscript({"--threads", "2", "sample.lua"}, cwd);
+  CHECK(one.exit_code == 0);
+  CHECK(one.out.size() > 100);
+  CHECK(one.out == two.out);
+}
+
+TEST_CASE("task show prints examples in the documented notation") {
+  TempDir cwd;
+  const auto r = run_memscript({"-e", "ms.task.dyck{ pairs = 3 }:show{ length = 10, n = 2 }"}, cwd);
+  CHECK(r.exit_code == 0);
+  CHECK(count_lines(r.out) == 2);
+  CHECK(r.out.find(" -> ") == 10);
+}
