@@ -3,28 +3,109 @@
 #include <cstdio>
 
 #include "bindings/convert.h"
+#include "bindings/sandbox.h"
 #include "bindings/session.h"
 #include "bindings/types.h"
+#include "runtime/device.h"
+#include "runtime/model/serialize.h"
 
 namespace memscript::lua {
 
 namespace {
 
-// m:forward(inputs) -> logits [batch, length, classes]
+torch::Device model_device(const DecoderImpl& model) { return model.parameters().front().device(); }
+
+const torch::Tensor& check_tokens(lua_State* L, int index, const DecoderImpl& model) {
+  const torch::Tensor& inputs = check_object<torch::Tensor>(L, index);
+  if (inputs.scalar_type() != torch::kInt64 || inputs.dim() != 2) {
+    argument_error(L, index, "int64 tensor [batch, length] expected");
+  }
+  if (inputs.numel() > 0) {
+    const int64_t low = inputs.min().item<int64_t>();
+    const int64_t high = inputs.max().item<int64_t>();
+    if (low < 0 || high >= model.vocab_size()) {
+      throw UserError("tokens must be in [0, " + std::to_string(model.vocab_size()) + "), got " +
+                      std::to_string(low < 0 ? low : high));
+    }
+  }
+  return inputs;
+}
+
+// m:forward(inputs[, state]) -> logits [batch, length, classes], state
 int model_forward(lua_State* L) {
   const ModelRef& model = check_object<ModelRef>(L, 1);
-  const torch::Tensor& inputs = check_object<torch::Tensor>(L, 2);
-  if (inputs.scalar_type() != torch::kInt64 || inputs.dim() != 2) {
-    argument_error(L, 2, "int64 tensor [batch, length] expected");
+  const torch::Tensor& inputs = check_tokens(L, 2, *model);
+  DecoderState state;
+  if (!lua_isnoneornil(L, 3)) state = *check_object<StateRef>(L, 3);
+  DecoderOutput out = model->forward(inputs.to(model_device(*model)), state);
+  push_object<torch::Tensor>(L, out.logits);
+  push_object<StateRef>(L, std::make_shared<DecoderState>(std::move(out.state)));
+  return 2;
+}
+
+torch::Tensor batch_field(lua_State* L, int index, const char* name) {
+  lua_pushstring(L, name);
+  lua_rawget(L, index);
+  torch::Tensor* tensor = test_object<torch::Tensor>(L, -1);
+  lua_pop(L, 1);
+  if (!tensor) throw UserError(std::string("loss: the batch has no tensor '") + name + "'");
+  return *tensor;
+}
+
+// m:loss(batch) -> the masked cross-entropy of a batch from task:sample, ready for :backward()
+int model_loss(lua_State* L) {
+  const ModelRef& model = check_object<ModelRef>(L, 1);
+  if (lua_type(L, 2) != LUA_TTABLE) argument_error(L, 2, "batch table expected (from task:sample)");
+  lua_pushstring(L, "inputs");
+  lua_rawget(L, 2);
+  const torch::Tensor inputs = check_tokens(L, lua_gettop(L), *model);
+  lua_pop(L, 1);
+  const torch::Device device = model_device(*model);
+  const torch::Tensor logits = model->forward(inputs.to(device));
+  push_object<torch::Tensor>(L,
+                             masked_cross_entropy(logits, batch_field(L, 2, "targets").to(device),
+                                                  batch_field(L, 2, "mask").to(device)));
+  return 1;
+}
+
+// m:parameters() -> { tensor, ... } sharing storage with the model
+int model_parameters(lua_State* L) {
+  const std::vector<torch::Tensor> parameters = check_object<ModelRef>(L, 1)->parameters();
+  lua_createtable(L, static_cast<int>(parameters.size()), 0);
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    push_object<torch::Tensor>(L, parameters[i]);
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
   }
-  const torch::Tensor max_token = inputs.max();
-  if (inputs.numel() > 0 &&
-      (max_token.item<int64_t>() >= model->vocab_size() || inputs.min().item<int64_t>() < 0)) {
-    throw UserError("forward: tokens must be in [0, " + std::to_string(model->vocab_size()) +
-                    "), got " + std::to_string(max_token.item<int64_t>()));
-  }
-  const torch::Device device = model->parameters().front().device();
-  push_object<torch::Tensor>(L, model->forward(inputs.to(device)));
+  return 1;
+}
+
+int model_save(lua_State* L) {
+  const ModelRef& model = check_object<ModelRef>(L, 1);
+  if (lua_type(L, 2) != LUA_TSTRING) argument_error(L, 2, "path expected");
+  const std::string path = lua_tostring(L, 2);
+  check_write_allowed(L, "save", path);
+  save_decoder(*model, path);
+  return 0;
+}
+
+// m:to("cpu" | "cuda" | "auto") -> m
+int model_to(lua_State* L) {
+  const ModelRef& model = check_object<ModelRef>(L, 1);
+  if (lua_type(L, 2) != LUA_TSTRING) argument_error(L, 2, "device expected (\"cpu\" or \"cuda\")");
+  model->to(torch::Device(resolve_device(lua_tostring(L, 2))));
+  lua_settop(L, 1);
+  return 1;
+}
+
+int model_train(lua_State* L) {
+  check_object<ModelRef>(L, 1)->train(true);
+  lua_settop(L, 1);
+  return 1;
+}
+
+int model_eval(lua_State* L) {
+  check_object<ModelRef>(L, 1)->train(false);
+  lua_settop(L, 1);
   return 1;
 }
 
@@ -65,6 +146,12 @@ void print_plan(const DecoderImpl& model) {
 }
 
 const luaL_Reg kModelMethods[] = {{"forward", protect<model_forward>},
+                                  {"loss", protect<model_loss>},
+                                  {"parameters", protect<model_parameters>},
+                                  {"save", protect<model_save>},
+                                  {"to", protect<model_to>},
+                                  {"train", protect<model_train>},
+                                  {"eval", protect<model_eval>},
                                   {"num_parameters", protect<model_num_parameters>},
                                   {"describe", protect<model_describe>},
                                   {"config", protect<model_config>},
@@ -87,6 +174,19 @@ int make_decoder_binding(lua_State* L) {
   return 1;
 }
 
-void register_model_type(lua_State* L) { register_type<ModelRef>(L, kModelMethods, kModelMeta); }
+// ms.model.load(path) -> the model saved there, on the run's device
+int load_model_binding(lua_State* L) {
+  if (lua_type(L, 1) != LUA_TSTRING) argument_error(L, 1, "path expected");
+  Decoder model = load_decoder(lua_tostring(L, 1));
+  model->to(torch::Device(session(L).settings.device));
+  push_object<ModelRef>(L, model.ptr());
+  return 1;
+}
+
+void register_model_type(lua_State* L) {
+  register_type<ModelRef>(L, kModelMethods, kModelMeta);
+  static const luaL_Reg state_methods[] = {{nullptr, nullptr}};
+  register_type<StateRef>(L, state_methods);
+}
 
 }  // namespace memscript::lua

@@ -92,6 +92,16 @@ int tensor_dtype(lua_State* L) {
   return 1;
 }
 
+// loss:backward(): gradients of a scalar into the parameters it came from.
+int tensor_backward(lua_State* L) {
+  const torch::Tensor& tensor = check_object<torch::Tensor>(L, 1);
+  if (!tensor.requires_grad() || tensor.numel() != 1) {
+    throw UserError("backward() needs a scalar that depends on parameters (like m:loss(batch))");
+  }
+  tensor.backward();
+  return 0;
+}
+
 int tensor_tostring(lua_State* L) {
   std::ostringstream out;
   out << check_object<torch::Tensor>(L, 1);
@@ -140,11 +150,15 @@ void read_nested(lua_State* L, int index, size_t depth, NestedValues& out) {
   }
 }
 
-const luaL_Reg kTensorMethods[] = {
-    {"tolist", protect<tensor_tolist>}, {"item", protect<tensor_item>},
-    {"shape", protect<tensor_shape>},   {"sum", protect<tensor_sum>},
-    {"eq", protect<tensor_eq>},         {"numel", protect<tensor_numel>},
-    {"dtype", protect<tensor_dtype>},   {nullptr, nullptr}};
+const luaL_Reg kTensorMethods[] = {{"tolist", protect<tensor_tolist>},
+                                   {"item", protect<tensor_item>},
+                                   {"shape", protect<tensor_shape>},
+                                   {"sum", protect<tensor_sum>},
+                                   {"eq", protect<tensor_eq>},
+                                   {"numel", protect<tensor_numel>},
+                                   {"dtype", protect<tensor_dtype>},
+                                   {"backward", protect<tensor_backward>},
+                                   {nullptr, nullptr}};
 
 const luaL_Reg kTensorMeta[] = {{"__tostring", protect<tensor_tostring>}, {nullptr, nullptr}};
 

@@ -114,6 +114,7 @@ int open_core(lua_State* L) {
   lua_setfield(L, -2, "task");
   lua_newtable(L);
   set_function(L, "decoder", protect<make_decoder_binding>);
+  set_function(L, "load", protect<load_model_binding>);
   lua_setfield(L, -2, "model");
   lua_newtable(L);
   set_function(L, "adamw", protect<make_adamw_binding>);

@@ -264,6 +264,10 @@ void install_searcher(lua_State* L, const Session&) {
   lua_pop(L, 2);
 }
 
+void check_write_allowed(lua_State* L, const char* function, const std::string& path) {
+  if (!session(L).settings.unsafe) check_writable(L, function, path);
+}
+
 void install_sandbox(lua_State* L) {
   sandbox_base(L);
   sandbox_io(L);

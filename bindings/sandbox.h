@@ -2,6 +2,8 @@
 
 #include <lua.hpp>
 
+#include <string>
+
 #include "bindings/session.h"
 
 namespace memscript::lua {
@@ -18,5 +20,9 @@ void install_searcher(lua_State* L, const Session& session);
 // binary chunks, debug or string.dump; writes (io.open for writing, io.output, os.remove,
 // os.rename) only inside the output folder; os.exit unwinds cleanly instead of exiting.
 void install_sandbox(lua_State* L);
+
+// Throws unless the sandbox allows writing `path` (always allowed under --unsafe); for bound
+// functions that write files themselves, like m:save.
+void check_write_allowed(lua_State* L, const char* function, const std::string& path);
 
 }  // namespace memscript::lua

@@ -14,6 +14,7 @@ namespace memscript::lua {
 using TaskRef = std::shared_ptr<Task>;
 using ModelRef = std::shared_ptr<DecoderImpl>;
 using OptimizerRef = std::shared_ptr<OptimizerSpec>;
+using StateRef = std::shared_ptr<DecoderState>;
 
 template <>
 constexpr const char* kTypeName<TaskRef> = "memscript.Task";
@@ -23,6 +24,8 @@ template <>
 constexpr const char* kTypeName<OptimizerRef> = "memscript.Optimizer";
 template <>
 constexpr const char* kTypeName<torch::Tensor> = "memscript.Tensor";
+template <>
+constexpr const char* kTypeName<StateRef> = "memscript.State";
 
 // Registration of each group of bindings (metatables), called once per state.
 void register_tensor_type(lua_State* L);
@@ -34,6 +37,7 @@ void register_optimizer_type(lua_State* L);
 int tensor_from_table(lua_State* L);  // ms.tensor
 int make_task_binding(lua_State* L);  // ms.task.<name>, name in upvalue 1
 int make_decoder_binding(lua_State* L);
+int load_model_binding(lua_State* L);  // ms.model.load
 int make_adamw_binding(lua_State* L);
 int train_binding(lua_State* L);
 int evaluate_binding(lua_State* L);

@@ -71,6 +71,12 @@ Options::Options(std::string context) : context_(std::move(context)) {}
 
 void Options::set(const std::string& key, OptionValue value) { values_[key] = std::move(value); }
 
+void Options::set_default(const std::string& key, OptionValue value) {
+  if (values_.count(key)) return;
+  values_[key] = std::move(value);
+  defaults_.push_back(key);
+}
+
 bool Options::has(const std::string& key) const { return values_.count(key) > 0; }
 
 const OptionValue* Options::take(const std::string& key) {
@@ -193,6 +199,7 @@ Options Options::table(const std::string& key) {
 void Options::finish() const {
   for (const auto& [key, value] : values_) {
     if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
+    if (std::find(defaults_.begin(), defaults_.end(), key) != defaults_.end()) continue;
     std::vector<std::string> valid = known_;
     std::sort(valid.begin(), valid.end());
     std::string hint;

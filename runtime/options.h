@@ -54,6 +54,9 @@ class Options {
 
   const std::string& context() const { return context_; }
   void set(const std::string& key, OptionValue value);
+  // Sets `key` unless the user gave it, and lets it go unread: presets fill in keys that only
+  // some mixers use.
+  void set_default(const std::string& key, OptionValue value);
   bool has(const std::string& key) const;
 
   // Typed reads. Each marks the key as known; a missing key gives the default, a value of the
@@ -87,6 +90,7 @@ class Options {
 
   std::string context_;
   std::map<std::string, OptionValue> values_;
+  std::vector<std::string> defaults_;
   mutable std::vector<std::string> known_;
 };
 

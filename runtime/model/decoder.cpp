@@ -1,6 +1,8 @@
 #include "runtime/model/decoder.h"
 
 #include <cmath>
+#include <map>
+#include <optional>
 
 namespace memscript {
 
@@ -32,6 +34,70 @@ std::vector<std::string> read_mixer_names(Options& options) {
     if (!names.empty()) return names;
   }
   options.fail("mixer", "must be a mixer name or a list of them, got " + value->show());
+}
+
+// What each layer is: a mixer name, and the options its mixer reads.
+struct LayerPlan {
+  std::string mixer;
+  std::shared_ptr<Options> options;  // null: the mixer reads the decoder's own options
+};
+
+// `layers = n` with `mixer = ...`, or `layers = { { mixer = "mamba", d_state = 8 }, ... }`.
+std::vector<LayerPlan> plan_layers(Options& options) {
+  const OptionValue* layers = options.raw("layers");
+  const auto* list = layers ? std::get_if<std::shared_ptr<OptionList>>(&layers->value) : nullptr;
+  if (!list) {
+    const int64_t count = options.integer("layers", 2, {.min = 1});
+    const std::vector<std::string> names = read_mixer_names(options);
+    std::vector<LayerPlan> plan;
+    for (int64_t i = 0; i < count; ++i)
+      plan.push_back({names[static_cast<size_t>(i) % names.size()], nullptr});
+    return plan;
+  }
+  if ((*list)->empty()) options.fail("layers", "must not be empty");
+  if (options.has("mixer"))
+    options.fail("mixer", "goes inside each entry of 'layers' when 'layers' is a list");
+  std::vector<LayerPlan> plan;
+  for (size_t i = 0; i < (*list)->size(); ++i) {
+    const auto* table = std::get_if<std::shared_ptr<Options>>(&(**list)[i].value);
+    if (!table)
+      options.fail("layers", "must be a number or a list of tables like { mixer = \"gpt\" }");
+    auto layer = std::make_shared<Options>(**table);
+    const std::optional<std::string> mixer = layer->optional_string("mixer");
+    if (!mixer)
+      options.fail("layers", "entry " + std::to_string(i + 1) + " has no mixer = \"...\"");
+    plan.push_back({*mixer, layer});
+  }
+  return plan;
+}
+
+// Presets fill in defaults that explicit options override.
+//   seed-mini: the reference project's configuration (2 layers, d_model 4, 4 heads of
+//              head_dim 4, MLP 8; Mamba alone gets d_model 128, d_state 8, d_conv 3, expand 2,
+//              dt_rank 1)
+//   small:     d_model 64, 4 heads, 2 layers
+struct Preset {
+  std::map<std::string, int64_t> decoder;  // the decoder's own options
+  std::map<std::string, int64_t> mixer;    // options some mixers read, for every layer
+};
+
+std::optional<Preset> read_preset(Options& options) {
+  const std::optional<std::string> name = options.optional_string("preset");
+  if (!name) return std::nullopt;
+  const OptionValue* mixer = options.raw("mixer");
+  const bool only_mamba = mixer && std::holds_alternative<std::string>(mixer->value) &&
+                          std::get<std::string>(mixer->value) == "mamba";
+  if (*name == "seed-mini") {
+    return Preset{
+        {{"layers", 2}, {"d_model", only_mamba ? 128 : 4}, {"heads", 4}, {"mlp_ratio", 2}},
+        {{"head_dim", 4}, {"d_state", 8}, {"d_conv", 3}, {"expand", 2}, {"dt_rank", 1}}};
+  }
+  if (*name == "small") return Preset{{{"layers", 2}, {"d_model", 64}, {"heads", 4}}, {}};
+  options.fail("preset", "must be one of seed-mini, small, got \"" + *name + "\"");
+}
+
+void set_defaults(Options& options, const std::map<std::string, int64_t>& defaults) {
+  for (const auto& [key, value] : defaults) options.set_default(key, {value});
 }
 
 }  // namespace
@@ -72,29 +138,36 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
     options.fail("classes", "= " + std::to_string(classes_) + " does not match task " +
                                 task->name() + " (" + std::to_string(task_classes) + " classes)");
   }
+  const std::optional<Preset> preset = read_preset(options);
+  if (preset) {
+    set_defaults(options, preset->decoder);
+    set_defaults(options, preset->mixer);
+  }
   d_model_ = options.integer("d_model", 64, {.min = 1});
-  const int64_t layers = options.integer("layers", 2, {.min = 1});
   heads_ = options.integer("heads", 4, {.min = 1});
-  if (d_model_ % heads_ != 0) {
-    options.fail("heads", "= " + std::to_string(heads_) +
-                              " does not divide d_model = " + std::to_string(d_model_));
+  if (!options.has("head_dim") && d_model_ % heads_ != 0) {
+    options.fail("heads", "= " + std::to_string(heads_) + " does not divide d_model = " +
+                              std::to_string(d_model_) + " (or give head_dim)");
   }
   mlp_ratio_ = options.integer("mlp_ratio", 4, {.min = 1});
   scale_embedding_ = options.boolean("scale_embedding", false);
   seed_ = static_cast<uint64_t>(
       options.integer("seed", static_cast<int64_t>(default_seed), {.min = 0}));
-  const std::vector<std::string> names = read_mixer_names(options);
+  const std::vector<LayerPlan> plan = plan_layers(options);
 
   // Parameters are drawn from torch's generator: seed it so a model is the same on every run.
   torch::manual_seed(seed_);
   embedding_ = register_module("embedding", torch::nn::Embedding(vocab_, d_model_));
   init_normal(embedding_->weight);
   blocks_ = register_module("blocks", torch::nn::ModuleList());
-  const MixerContext context{d_model_, heads_, layers};
-  for (int64_t layer = 0; layer < layers; ++layer) {
-    const std::string& name = names[static_cast<size_t>(layer) % names.size()];
-    mixer_names_.push_back(name);
-    blocks_->push_back(Block(make_mixer(name, context, options), context, mlp_ratio_ * d_model_));
+  const MixerContext context{d_model_, heads_, static_cast<int64_t>(plan.size())};
+  for (const LayerPlan& layer : plan) {
+    mixer_names_.push_back(layer.mixer);
+    if (layer.options && preset) set_defaults(*layer.options, preset->mixer);
+    Options& mixer_options = layer.options ? *layer.options : options;
+    blocks_->push_back(
+        Block(make_mixer(layer.mixer, context, mixer_options), context, mlp_ratio_ * d_model_));
+    if (layer.options) layer.options->finish();
   }
   final_norm_ = register_module(
       "final_norm",

@@ -163,3 +163,102 @@ TEST_CASE("ms.train rejects a model that does not fit the task and a run name th
                  .error,
              Contains("option 'out'"));
 }
+
+TEST_CASE("models continue from a state, and a sequence in chunks gives one pass's logits") {
+  REQUIRE_LUA_OK(R"lua(
+    local p = ms.task.parity{}
+    local m = ms.model.decoder{ mixer = "lstm", d_model = 8, heads = 1, layers = 2, task = p }
+    local whole = m:forward(ms.tensor{ {0, 1, 1, 0, 1, 1} }):tolist()
+    local first, state = m:forward(ms.tensor{ {0, 1, 1} })
+    local second = m:forward(ms.tensor{ {0, 1, 1} }, state)
+    local a, b = first:tolist(), second:tolist()
+    for c = 1, 2 do
+      assert(math.abs(whole[1][3][c] - a[1][3][c]) < 1e-5)
+      assert(math.abs(whole[1][6][c] - b[1][3][c]) < 1e-5)
+    end
+  )lua");
+}
+
+TEST_CASE("a custom loop: m:loss(batch), loss:backward() and m:parameters()") {
+  REQUIRE_LUA_OK(R"lua(
+    local p = ms.task.parity{}
+    local m = ms.model.decoder{ mixer = "lstm", d_model = 8, heads = 1, layers = 1, task = p }
+    local loss = m:loss(p:sample{ batch = 4, length = 6, seed = 1 })
+    assert(loss:numel() == 1 and loss:item() > 0)
+    loss:backward()
+    local params = m:parameters()
+    assert(#params > 4)
+    local ok, err = pcall(function() return ms.tensor{ 1.0 }:backward() end)
+    assert(not ok and err:find("depends on parameters"), err)
+    assert(m:eval() == m and m:train() == m and m:to("cpu") == m)
+  )lua");
+}
+
+TEST_CASE("per-layer options and presets build the layers asked for") {
+  REQUIRE_LUA_OK(R"lua(
+    local p = ms.task.parity{}
+    local m = ms.model.decoder{ layers = { { mixer = "lstm", hidden = 6 }, { mixer = "lstm" } },
+                                d_model = 8, heads = 1, task = p }
+    local config = m:config()
+    assert(#config.layers == 2 and config.layers[1].hidden == 6 and config.layers[2].hidden == 8)
+    local mini = ms.model.decoder{ mixer = "lstm", preset = "seed-mini", task = p }
+    assert(mini:config().d_model == 4 and #mini:config().layers == 2 and mini:config().mlp_ratio == 2)
+    local small = ms.model.decoder{ mixer = "lstm", preset = "small", task = p }
+    assert(small:config().d_model == 64 and small:config().heads == 4)
+    local wide = ms.model.decoder{ mixer = "lstm", preset = "small", d_model = 32, task = p }
+    assert(wide:config().d_model == 32)
+  )lua");
+}
+
+TEST_CASE("bad model options name the option and list what is valid") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"ms.model.decoder{ mixer = 'lsmt', vocab = 2, classes = 2 }", "did you mean 'lstm'?"},
+      {"ms.model.decoder{ mixer = 'nope', vocab = 2, classes = 2 }", "mixers: "},
+      {"ms.model.decoder{ mixer = 'lstm', layers = 0, vocab = 2, classes = 2 }",
+       "'layers' must be >= 1, got 0"},
+      {"ms.model.decoder{ mixer = 'lstm', d_model = 0, vocab = 2, classes = 2 }",
+       "'d_model' must be >= 1, got 0"},
+      {"ms.model.decoder{ mixer = 'lstm', heads = -1, vocab = 2, classes = 2 }",
+       "'heads' must be >= 1, got -1"},
+      {"ms.model.decoder{ mixer = 'lstm', d_model = 10, heads = 4, vocab = 2, classes = 2 }",
+       "does not divide d_model = 10"},
+      {"ms.model.decoder{ layers = { { hidden = 3 } }, vocab = 2, classes = 2 }",
+       "entry 1 has no mixer"},
+      {"ms.model.decoder{ mixer = 'lstm', preset = 'huge', vocab = 2, classes = 2 }",
+       "must be one of seed-mini, small"},
+      {"ms.model.decoder{ mixer = 'lstm', vocab = 1, task = ms.task.dyck{} }",
+       "smaller than the vocabulary of task dyck"},
+      {"ms.model.decoder{ mixer = 'lstm' }", "'vocab' is required"},
+  };
+  for (const auto& [code, message] : cases) {
+    INFO(code);
+    const Ran ran = run_lua(code);
+    CHECK(ran.code == 1);
+    CHECK_THAT(ran.error, Contains(message));
+  }
+}
+
+TEST_CASE("m:save writes inside the output folder, ms.model.load brings back the same model") {
+  TempDir out;
+  fs::create_directories(out / "runs");
+  memscript::lua::Interpreter interpreter(test_settings(out));
+  const std::string path = (out / "runs/model.pt").string();
+  out.write("save.lua", R"lua(
+    local path = ...
+    local p = ms.task.parity{}
+    local m = ms.model.decoder{ mixer = "lstm", d_model = 8, heads = 1, task = p }
+    m:save(path)
+    local loaded = ms.model.load(path)
+    local x = ms.tensor{ {0, 1, 1, 0} }
+    local a, b = m:forward(x):tolist(), loaded:forward(x):tolist()
+    for t = 1, 4 do for c = 1, 2 do assert(a[1][t][c] == b[1][t][c]) end end
+    local ok, err = pcall(m.save, m, "/tmp/memscript-escape.pt")
+    assert(not ok and err:find("outside the output folder"), err)
+    local ok2, err2 = pcall(ms.model.load, path .. ".missing")
+    assert(not ok2 and err2:find("cannot load the model"), err2)
+  )lua");
+  CHECK(interpreter.run_file(out / "save.lua", {path}) == 0);
+  CHECK(interpreter.last_error().empty());
+  CHECK(fs::is_regular_file(path));
+  CHECK(!fs::exists("/tmp/memscript-escape.pt"));
+}

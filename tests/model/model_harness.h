@@ -2,6 +2,9 @@
 
 // Builds decoders for the model tests from a handful of options.
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <map>
 #include <string>
 
@@ -25,6 +28,20 @@ inline Decoder make_decoder(const std::string& mixer, int64_t d_model = 16, int6
   options.finish();
   return model;
 }
+
+// A fresh folder under the system's temporary folder, removed afterwards.
+struct TempFolder {
+  std::filesystem::path path;
+  TempFolder() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "memscript-model-XXXXXX").string();
+    path = ::mkdtemp(pattern.data());
+  }
+  ~TempFolder() {
+    std::error_code error;
+    std::filesystem::remove_all(path, error);
+  }
+};
 
 inline torch::Tensor random_tokens(int64_t batch, int64_t length, int64_t seed) {
   torch::manual_seed(static_cast<uint64_t>(seed));

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "model_harness.h"
+#include "runtime/model/serialize.h"
 #include "runtime/tasks/parity.h"
 
 using namespace memscript;
@@ -106,4 +107,16 @@ TEST_CASE("every mixer learns parity of length 8 within a few hundred CPU steps"
   }
   INFO("loss " << first << " -> " << last);
   CHECK(last <= first / 2);
+}
+
+TEST_CASE("every mixer survives save and load with identical outputs") {
+  const std::string mixer = GENERATE(every_mixer());
+  INFO(mixer);
+  memscript::test::TempFolder folder;
+  Decoder model = make_decoder(mixer);
+  const torch::Tensor tokens = random_tokens(2, 9, 11);
+  save_decoder(*model, folder.path / "model.pt");
+  Decoder loaded = load_decoder(folder.path / "model.pt");
+  CHECK(loaded->config() == model->config());
+  CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
 }

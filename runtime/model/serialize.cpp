@@ -1,0 +1,98 @@
+#include "runtime/model/serialize.h"
+
+#include <unistd.h>
+
+namespace memscript {
+
+namespace {
+
+constexpr const char* kConfigKey = "memscript.config";
+
+OptionValue option_from_json(const nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::boolean:
+      return {value.get<bool>()};
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+      return {value.get<int64_t>()};
+    case nlohmann::json::value_t::number_float:
+      return {value.get<double>()};
+    case nlohmann::json::value_t::string:
+      return {value.get<std::string>()};
+    case nlohmann::json::value_t::array: {
+      auto list = std::make_shared<OptionList>();
+      for (const auto& item : value) list->push_back(option_from_json(item));
+      return {list};
+    }
+    case nlohmann::json::value_t::object: {
+      auto table = std::make_shared<Options>("saved model");
+      for (const auto& [key, item] : value.items()) table->set(key, option_from_json(item));
+      return {table};
+    }
+    default:
+      throw UserError("saved model: unexpected value in its configuration: " + value.dump());
+  }
+}
+
+}  // namespace
+
+Options decoder_options_from_config(const nlohmann::json& config) {
+  Options options("saved model");
+  for (const char* key :
+       {"vocab", "classes", "d_model", "heads", "mlp_ratio", "scale_embedding", "seed"}) {
+    if (config.contains(key)) options.set(key, option_from_json(config.at(key)));
+  }
+  auto layers = std::make_shared<OptionList>();
+  for (const auto& layer : config.at("layers")) {
+    // Every resolved option of the layer, read or not: a mixer reports more than it reads
+    // (heads come from the decoder, say).
+    auto layer_options = std::make_shared<Options>("saved model layer");
+    for (const auto& [key, value] : layer.items())
+      layer_options->set_default(key, option_from_json(value));
+    layers->push_back({layer_options});
+  }
+  options.set("layers", {layers});
+  return options;
+}
+
+void save_decoder(DecoderImpl& model, const std::filesystem::path& path) {
+  const std::filesystem::path temporary = path.string() + ".tmp." + std::to_string(::getpid());
+  try {
+    torch::serialize::OutputArchive archive;
+    model.save(archive);
+    archive.write(kConfigKey, c10::IValue(model.config().dump()));
+    archive.save_to(temporary.string());
+  } catch (const c10::Error& error) {
+    std::filesystem::remove(temporary);
+    throw UserError("cannot save the model to " + path.string() + ": " +
+                    error.what_without_backtrace());
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary);
+    throw UserError("cannot save the model to " + path.string() + ": " + error.message());
+  }
+}
+
+Decoder load_decoder(const std::filesystem::path& path) {
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path.string());
+    c10::IValue config;
+    if (!archive.try_read(kConfigKey, config)) {
+      throw UserError("cannot load " + path.string() +
+                      ": not a memscript model (no configuration)");
+    }
+    Options options = decoder_options_from_config(nlohmann::json::parse(config.toStringRef()));
+    Decoder model(std::make_shared<DecoderImpl>(options, nullptr, 0));
+    options.finish();
+    model->load(archive);
+    return model;
+  } catch (const c10::Error& error) {
+    throw UserError("cannot load the model " + path.string() + ": " +
+                    error.what_without_backtrace());
+  }
+}
+
+}  // namespace memscript
