@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "runtime/model/mixers/lru.h"
 #include "runtime/model/mixers/lstm.h"
 
 namespace memscript {
@@ -15,6 +16,7 @@ using MixerFactory = std::function<Mixer(const MixerContext&, Options&)>;
 // Every mixer, by the name scripts use (mixer = "<name>").
 const std::map<std::string, MixerFactory>& mixer_table() {
   static const std::map<std::string, MixerFactory> table = {
+      {"lru", make_lru_mixer},
       {"lstm", make_lstm_mixer},
   };
   return table;
