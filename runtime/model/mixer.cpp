@@ -6,6 +6,8 @@
 
 #include "runtime/model/mixers/lru.h"
 #include "runtime/model/mixers/lstm.h"
+#include "runtime/model/mixers/mingru.h"
+#include "runtime/model/mixers/qlstm.h"
 
 namespace memscript {
 
@@ -18,6 +20,8 @@ const std::map<std::string, MixerFactory>& mixer_table() {
   static const std::map<std::string, MixerFactory> table = {
       {"lru", make_lru_mixer},
       {"lstm", make_lstm_mixer},
+      {"mingru", make_mingru_mixer},
+      {"qlstm", make_qlstm_mixer},
   };
   return table;
 }
