@@ -4,7 +4,10 @@
 #include <functional>
 #include <map>
 
+#include "runtime/model/mixers/lru.h"
 #include "runtime/model/mixers/lstm.h"
+#include "runtime/model/mixers/mingru.h"
+#include "runtime/model/mixers/qlstm.h"
 
 namespace memscript {
 
@@ -15,7 +18,10 @@ using MixerFactory = std::function<Mixer(const MixerContext&, Options&)>;
 // Every mixer, by the name scripts use (mixer = "<name>").
 const std::map<std::string, MixerFactory>& mixer_table() {
   static const std::map<std::string, MixerFactory> table = {
+      {"lru", make_lru_mixer},
       {"lstm", make_lstm_mixer},
+      {"mingru", make_mingru_mixer},
+      {"qlstm", make_qlstm_mixer},
   };
   return table;
 }

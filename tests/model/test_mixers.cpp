@@ -15,6 +15,16 @@ namespace {
 
 auto every_mixer() { return Catch::Generators::from_range(mixer_names()); }
 
+// A diagonal recurrence with its eigenvalues in (0, 1) cannot flip its state's sign, which is
+// what parity asks for at every odd input (Grazzi et al. 2024); at length 8 such a mixer gets
+// the first few positions and stalls (qlstm: 0.78 -> 0.46, mingru: 0.79 -> 0.61 in 400 steps).
+// Those mixers take the parity test with the option that opens (-1, 1), the configuration such
+// mixers can represent parity in; every other property is checked at the defaults.
+memscript::test::ExtraOptions parity_options(const std::string& mixer) {
+  if (mixer == "qlstm" || mixer == "mingru") return {{"negative_eigenvalues", {true}}};
+  return {};
+}
+
 }  // namespace
 
 TEST_CASE("every mixer keeps the shape at lengths 1, 7, 32 and 257") {
@@ -83,7 +93,7 @@ TEST_CASE("every mixer learns parity of length 8 within a few hundred CPU steps"
   const std::string mixer = GENERATE(every_mixer());
   INFO(mixer);
   torch::manual_seed(0);
-  Decoder model = make_decoder(mixer, 32, 2, 2);
+  Decoder model = make_decoder(mixer, 32, 2, 2, parity_options(mixer));
   Options task_options("parity");
   const auto task = make_task("parity", task_options);
   torch::optim::AdamW optimizer(model->parameters(),

@@ -1,0 +1,41 @@
+#include "runtime/model/mixers/mingru.h"
+
+namespace memscript {
+
+MinGruMixerImpl::MinGruMixerImpl(const MixerContext& context, Options& options)
+    : hidden_(options.integer("hidden", context.d_model, {.min = 1})),
+      negative_eigenvalues_(options.boolean("negative_eigenvalues", false)) {
+  input_ = register_module("input", torch::nn::Linear(context.d_model, 2 * hidden_));
+  output_ = register_module("output", torch::nn::Linear(hidden_, context.d_model));
+  torch::NoGradGuard no_grad;
+  input_->weight.normal_(0.0, 0.02);
+  input_->bias.zero_();
+  init_output_projection(output_, context.layers);
+}
+
+MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
+  const std::vector<torch::Tensor> parts = input_->forward(x).chunk(2, -1);
+  const torch::Tensor z = torch::sigmoid(parts[0]);
+  const torch::Tensor carry = negative_eigenvalues_ ? 1 - 2 * z : 1 - z;
+  const torch::Tensor input = z * parts[1];
+  torch::Tensor h =
+      state.empty() ? torch::zeros({x.size(0), hidden_}, x.options()) : state.tensors.at(0);
+  std::vector<torch::Tensor> steps;
+  steps.reserve(static_cast<size_t>(x.size(1)));
+  for (int64_t t = 0; t < x.size(1); ++t) {
+    h = carry.select(1, t) * h + input.select(1, t);
+    steps.push_back(h);
+  }
+  return {output_->forward(torch::stack(steps, 1)), {{h}, state.position + x.size(1)}};
+}
+
+nlohmann::json MinGruMixerImpl::config() const {
+  return {
+      {"mixer", "mingru"}, {"hidden", hidden_}, {"negative_eigenvalues", negative_eigenvalues_}};
+}
+
+Mixer make_mingru_mixer(const MixerContext& context, Options& options) {
+  return std::make_shared<MinGruMixerImpl>(context, options);
+}
+
+}  // namespace memscript

@@ -1,0 +1,58 @@
+#include "runtime/model/mixers/qlstm.h"
+
+namespace memscript {
+
+namespace {
+
+// c_t = f_t ⊙ c_{t-1} + u_t over the length axis of [batch, length, hidden] tensors, starting
+// from c0 [batch, hidden]. A step loop of tensor ops: slow but exact on every device and dtype.
+torch::Tensor diagonal_scan(const torch::Tensor& f, const torch::Tensor& u, torch::Tensor c) {
+  std::vector<torch::Tensor> cells;
+  cells.reserve(static_cast<size_t>(f.size(1)));
+  for (int64_t t = 0; t < f.size(1); ++t) {
+    c = f.select(1, t) * c + u.select(1, t);
+    cells.push_back(c);
+  }
+  return torch::stack(cells, 1);
+}
+
+}  // namespace
+
+torch::Tensor qlstm_forget_gate(const torch::Tensor& preactivation, bool negative_eigenvalues) {
+  const torch::Tensor gate = torch::sigmoid(preactivation);
+  return negative_eigenvalues ? 2 * gate - 1 : gate;
+}
+
+QlstmMixerImpl::QlstmMixerImpl(const MixerContext& context, Options& options)
+    : hidden_(options.integer("hidden", context.d_model, {.min = 1})),
+      negative_eigenvalues_(options.boolean("negative_eigenvalues", false)) {
+  gates_ = register_module(
+      "gates",
+      torch::nn::Linear(torch::nn::LinearOptions(context.d_model, 4 * hidden_).bias(false)));
+  forget_bias_ = register_parameter("forget_bias", torch::zeros({hidden_}));
+  output_ = register_module("output", torch::nn::Linear(hidden_, context.d_model));
+  torch::NoGradGuard no_grad;
+  gates_->weight.normal_(0.0, 0.02);
+  init_output_projection(output_, context.layers);
+}
+
+MixerOutput QlstmMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
+  const std::vector<torch::Tensor> gates = gates_->forward(x).chunk(4, -1);
+  const torch::Tensor f = qlstm_forget_gate(gates[0] + forget_bias_ + 1, negative_eigenvalues_);
+  const torch::Tensor input = torch::sigmoid(gates[1]) * torch::tanh(gates[2]);
+  const torch::Tensor c0 =
+      state.empty() ? torch::zeros({x.size(0), hidden_}, x.options()) : state.tensors.at(0);
+  const torch::Tensor c = diagonal_scan(f, input, c0);
+  const torch::Tensor h = torch::sigmoid(gates[3]) * torch::tanh(c);
+  return {output_->forward(h), {{c.select(1, -1)}, state.position + x.size(1)}};
+}
+
+nlohmann::json QlstmMixerImpl::config() const {
+  return {{"mixer", "qlstm"}, {"hidden", hidden_}, {"negative_eigenvalues", negative_eigenvalues_}};
+}
+
+Mixer make_qlstm_mixer(const MixerContext& context, Options& options) {
+  return std::make_shared<QlstmMixerImpl>(context, options);
+}
+
+}  // namespace memscript
