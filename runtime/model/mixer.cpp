@@ -4,6 +4,9 @@
 #include <functional>
 #include <map>
 
+#include "runtime/model/mixers/deltanet.h"
+#include "runtime/model/mixers/gated_deltanet.h"
+#include "runtime/model/mixers/linear_attention.h"
 #include "runtime/model/mixers/lru.h"
 #include "runtime/model/mixers/lstm.h"
 #include "runtime/model/mixers/mingru.h"
@@ -18,6 +21,9 @@ using MixerFactory = std::function<Mixer(const MixerContext&, Options&)>;
 // Every mixer, by the name scripts use (mixer = "<name>").
 const std::map<std::string, MixerFactory>& mixer_table() {
   static const std::map<std::string, MixerFactory> table = {
+      {"deltanet", make_deltanet_mixer},
+      {"gated_deltanet", make_gated_deltanet_mixer},
+      {"linear_attention", make_linear_attention_mixer},
       {"lru", make_lru_mixer},
       {"lstm", make_lstm_mixer},
       {"mingru", make_mingru_mixer},

@@ -1,0 +1,83 @@
+#pragma once
+
+// DeltaNet (Schlag et al., "Linear Transformers Are Secretly Fast Weight Programmers", 2021;
+// Yang et al., "Parallelizing Linear Transformers with the Delta Rule over Sequence Length",
+// 2024). Per head, a fast-weight matrix S is corrected toward each new key-value pair:
+//
+//   S_t = S_{t-1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ      [head_dim x head_dim]
+//   o_t = S_t q_t
+//
+// with q_t, k_t L2-normalised per head and β_t = σ(w_βᵀ x_t + b_β) in (0, 1), one per head and
+// token; the heads are concatenated and projected back to d_model.
+//
+// With ‖k_t‖ = 1 the transition I − β_t k_t k_tᵀ has eigenvalue 1 − β_t along k_t and 1
+// elsewhere. β in (0, 1) keeps that eigenvalue in (0, 1); `negative_eigenvalues` doubles β to
+// 2σ(·) in (0, 2), so it ranges over (−1, 1) — what lets the recurrence flip a sign per token
+// and track parity (Grazzi et al., "Unlocking State-Tracking in Linear RNNs Through Negative
+// Eigenvalues", 2025).
+//
+// Options:
+//   head_dim              width of each head (default d_model / heads; heads from the decoder)
+//   negative_eigenvalues  β = 2σ(·) in (0, 2) instead of σ(·) in (0, 1) (default false)
+//   qk_norm               L2-normalise q and k (default true). Turning it off leaves ‖k‖ free,
+//                         so the eigenvalue 1 − β‖k‖² is no longer bounded by 1 in magnitude and
+//                         S can grow without limit, most quickly with negative_eigenvalues.
+//
+// State: {S [batch, heads, head_dim (values), head_dim (keys)]}.
+
+#include "runtime/model/mixers/heads.h"
+
+namespace memscript {
+
+// One step of the delta rule with an optional decay α (gated_deltanet; undefined means 1):
+//   S_t = α_t S_{t-1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
+// state [batch, heads, dv, dk]; k [batch, heads, dk]; v [batch, heads, dv]; beta, alpha
+// [batch, heads]. Returns S_t.
+torch::Tensor delta_rule_step(const torch::Tensor& state, const torch::Tensor& k,
+                              const torch::Tensor& v, const torch::Tensor& beta,
+                              const torch::Tensor& alpha = {});
+
+struct DeltaRuleOutput {
+  torch::Tensor outputs;  // o_t = S_t q_t: [batch, heads, length, dv]
+  torch::Tensor state;    // S after the last token: [batch, heads, dv, dk]
+};
+
+// delta_rule_step over a sequence, token by token. q, k [batch, heads, length, dk]; v
+// [batch, heads, length, dv]; beta, alpha [batch, heads, length] (alpha may be undefined);
+// state [batch, heads, dv, dk], or undefined to start from zero.
+DeltaRuleOutput delta_rule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           const torch::Tensor& beta, const torch::Tensor& alpha,
+                           const torch::Tensor& state);
+
+class DeltaNetMixerImpl : public MixerImpl {
+ public:
+  DeltaNetMixerImpl(const MixerContext& context, Options& options);
+  using MixerImpl::forward;
+  MixerOutput forward(const torch::Tensor& x, const MixerState& state) override;
+  nlohmann::json config() const override;
+
+  // β for every head and token: [batch, heads, length], in (0, 1), or (0, 2) with
+  // negative_eigenvalues.
+  torch::Tensor write_strength(const torch::Tensor& x);
+
+ protected:
+  // For variants that add to the recurrence (gated_deltanet) under their own name.
+  DeltaNetMixerImpl(const std::string& name, const MixerContext& context, Options& options);
+
+  // α for every head and token, [batch, heads, length]; undefined means no decay (α = 1).
+  virtual torch::Tensor decay(const torch::Tensor& x);
+
+  const HeadShape& shape() const { return shape_; }
+
+ private:
+  std::string name_;
+  HeadShape shape_;
+  bool negative_eigenvalues_;
+  bool qk_norm_;
+  torch::nn::Linear query_{nullptr}, key_{nullptr}, value_{nullptr}, beta_{nullptr},
+      output_{nullptr};
+};
+
+Mixer make_deltanet_mixer(const MixerContext& context, Options& options);
+
+}  // namespace memscript

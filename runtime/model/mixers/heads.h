@@ -1,0 +1,38 @@
+#pragma once
+
+// Pieces shared by the multi-head mixers (linear_attention, deltanet, gated_deltanet): how many
+// heads and how wide, the projections into and out of the heads, and the [batch, heads, length,
+// width] layout their recurrences run in.
+
+#include "runtime/model/mixer.h"
+
+namespace memscript {
+
+struct HeadShape {
+  int64_t heads;
+  int64_t head_dim;
+
+  int64_t width() const { return heads * head_dim; }
+  nlohmann::json config() const { return {{"heads", heads}, {"head_dim", head_dim}}; }
+};
+
+// Heads come from the decoder (context.heads); option `head_dim` (default d_model / heads).
+HeadShape read_head_shape(const MixerContext& context, Options& options);
+
+// A projection from the mixer's input, registered on `owner`: normal(0, 0.02), zero bias.
+torch::nn::Linear register_input_projection(torch::nn::Module& owner, const std::string& name,
+                                            int64_t in, int64_t out, bool bias);
+
+// The projection from the heads back into the residual stream, scaled for depth.
+torch::nn::Linear register_output_projection(torch::nn::Module& owner, const HeadShape& shape,
+                                             const MixerContext& context);
+
+// Unit length along the last dimension (the head's width).
+torch::Tensor l2_normalize(const torch::Tensor& x);
+
+// [batch, length, heads * width] -> [batch, heads, length, width].
+torch::Tensor split_heads(const torch::Tensor& x, int64_t heads);
+// [batch, heads, length, width] -> [batch, length, heads * width].
+torch::Tensor merge_heads(const torch::Tensor& x);
+
+}  // namespace memscript

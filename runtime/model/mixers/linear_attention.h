@@ -1,0 +1,64 @@
+#pragma once
+
+// Linear attention (Katharopoulos et al., "Transformers are RNNs", 2020). Per head, with a
+// positive feature map φ:
+//
+//   S_t = S_{t-1} + φ(k_t) v_tᵀ          [head_dim x head_dim]
+//   z_t = z_{t-1} + φ(k_t)               [head_dim]
+//   o_t = S_tᵀ φ(q_t) / (z_tᵀ φ(q_t) + eps)
+//
+// then the heads are concatenated and projected back to d_model.
+//
+// Options:
+//   head_dim     width of each head (default d_model / heads; heads come from the decoder)
+//   feature_map  "elu1" (elu(x) + 1, the paper's) or "relu"; both keep φ ≥ 0, so the
+//                normaliser z_tᵀφ(q_t) is never negative. An identity map is not offered: its
+//                normaliser can vanish or change sign.
+//   qk_norm      L2-normalise q and k per head before φ (default false)
+//   eps          added to the normaliser, > 0 (default 1e-6); it is what keeps relu, whose
+//                φ can be all zero, from dividing by zero
+//
+// State: {S [batch, heads, head_dim, head_dim], z [batch, heads, head_dim]}.
+
+#include "runtime/model/mixers/heads.h"
+
+namespace memscript {
+
+struct LinearAttentionState {
+  torch::Tensor sum;         // S: [batch, heads, dk, dv]
+  torch::Tensor normaliser;  // z: [batch, heads, dk]
+};
+
+struct LinearAttentionOutput {
+  torch::Tensor outputs;  // [batch, heads, length, dv]
+  LinearAttentionState state;
+};
+
+// The recurrence above on features already mapped: phi_q, phi_k [batch, heads, length, dk],
+// v [batch, heads, length, dv]. Computed block by block (quadratic inside a block, the state
+// carried between blocks), which equals the step-by-step recurrence without its per-token loop
+// and without the memory of a full length x length score matrix.
+LinearAttentionOutput linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                       const torch::Tensor& v, const LinearAttentionState& state,
+                                       double eps);
+
+class LinearAttentionMixerImpl : public MixerImpl {
+ public:
+  LinearAttentionMixerImpl(const MixerContext& context, Options& options);
+  using MixerImpl::forward;
+  MixerOutput forward(const torch::Tensor& x, const MixerState& state) override;
+  nlohmann::json config() const override;
+
+  torch::Tensor feature_map(const torch::Tensor& x) const;
+
+ private:
+  HeadShape shape_;
+  std::string feature_map_;
+  bool qk_norm_;
+  double eps_;
+  torch::nn::Linear query_{nullptr}, key_{nullptr}, value_{nullptr}, output_{nullptr};
+};
+
+Mixer make_linear_attention_mixer(const MixerContext& context, Options& options);
+
+}  // namespace memscript
