@@ -5,6 +5,7 @@
 #include <map>
 
 #include "runtime/model/mixers/lstm.h"
+#include "runtime/model/mixers/mamba.h"
 
 namespace memscript {
 
@@ -16,6 +17,7 @@ using MixerFactory = std::function<Mixer(const MixerContext&, Options&)>;
 const std::map<std::string, MixerFactory>& mixer_table() {
   static const std::map<std::string, MixerFactory> table = {
       {"lstm", make_lstm_mixer},
+      {"mamba", make_mamba_mixer},
   };
   return table;
 }
