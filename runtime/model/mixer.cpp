@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "runtime/model/mixers/gpt.h"
 #include "runtime/model/mixers/lstm.h"
 #include "runtime/model/mixers/mamba.h"
 
@@ -16,6 +17,7 @@ using MixerFactory = std::function<Mixer(const MixerContext&, Options&)>;
 // Every mixer, by the name scripts use (mixer = "<name>").
 const std::map<std::string, MixerFactory>& mixer_table() {
   static const std::map<std::string, MixerFactory> table = {
+      {"gpt", make_gpt_mixer},
       {"lstm", make_lstm_mixer},
       {"mamba", make_mamba_mixer},
   };
