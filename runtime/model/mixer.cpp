@@ -6,9 +6,11 @@
 
 #include "runtime/model/mixers/deltanet.h"
 #include "runtime/model/mixers/gated_deltanet.h"
+#include "runtime/model/mixers/gpt.h"
 #include "runtime/model/mixers/linear_attention.h"
 #include "runtime/model/mixers/lru.h"
 #include "runtime/model/mixers/lstm.h"
+#include "runtime/model/mixers/mamba.h"
 #include "runtime/model/mixers/mingru.h"
 #include "runtime/model/mixers/qlstm.h"
 
@@ -23,9 +25,11 @@ const std::map<std::string, MixerFactory>& mixer_table() {
   static const std::map<std::string, MixerFactory> table = {
       {"deltanet", make_deltanet_mixer},
       {"gated_deltanet", make_gated_deltanet_mixer},
+      {"gpt", make_gpt_mixer},
       {"linear_attention", make_linear_attention_mixer},
       {"lru", make_lru_mixer},
       {"lstm", make_lstm_mixer},
+      {"mamba", make_mamba_mixer},
       {"mingru", make_mingru_mixer},
       {"qlstm", make_qlstm_mixer},
   };

@@ -1,0 +1,124 @@
+#include "runtime/model/mixers/mamba.h"
+
+#include <cmath>
+
+namespace memscript {
+
+namespace {
+
+// The reference implementation's range for the initial step sizes Δ.
+constexpr double kDtMin = 1e-3;
+constexpr double kDtMax = 1e-1;
+constexpr double kDtFloor = 1e-4;
+
+void init_normal(torch::nn::Linear& linear) {
+  torch::NoGradGuard no_grad;
+  linear->weight.normal_(0.0, 0.02);
+  if (linear->bias.defined()) linear->bias.zero_();
+}
+
+}  // namespace
+
+MambaMixerImpl::MambaMixerImpl(const MixerContext& context, Options& options)
+    : expand_(options.integer("expand", 2, {.min = 1})),
+      d_inner_(expand_ * context.d_model),
+      d_state_(options.integer("d_state", 16, {.min = 1})),
+      d_conv_(options.integer("d_conv", 4, {.min = 1})),
+      dt_rank_(options.integer("dt_rank", (context.d_model + 15) / 16, {.min = 1})),
+      negative_eigenvalues_(options.boolean("negative_eigenvalues", false)) {
+  const auto no_bias = [](int64_t in, int64_t out) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+  };
+  in_proj_ = register_module("in_proj", no_bias(context.d_model, 2 * d_inner_));
+  conv_ = register_module(
+      "conv",
+      torch::nn::Conv1d(torch::nn::Conv1dOptions(d_inner_, d_inner_, d_conv_).groups(d_inner_)));
+  x_proj_ = register_module("x_proj", no_bias(d_inner_, dt_rank_ + 2 * d_state_));
+  dt_proj_ = register_module("dt_proj", torch::nn::Linear(dt_rank_, d_inner_));
+  out_proj_ = register_module("out_proj", no_bias(d_inner_, context.d_model));
+  init_normal(in_proj_);
+  init_normal(x_proj_);
+  init_dt_projection();
+  init_output_projection(out_proj_, context.layers);
+  torch::NoGradGuard no_grad;
+  A_log_ = register_parameter(
+      "A_log", torch::log(torch::arange(1, d_state_ + 1, torch::kFloat)).repeat({d_inner_, 1}));
+  D_ = register_parameter("D", torch::ones({d_inner_}));
+}
+
+// Δ starts log-uniform in [kDtMin, kDtMax]: the bias is softplus⁻¹ of the drawn dt, and the
+// weights are small enough (±dt_rank^−½) that the input only perturbs it.
+void MambaMixerImpl::init_dt_projection() {
+  torch::NoGradGuard no_grad;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(dt_rank_));
+  dt_proj_->weight.uniform_(-bound, bound);
+  const torch::Tensor dt =
+      torch::exp(torch::rand({d_inner_}) * (std::log(kDtMax) - std::log(kDtMin)) + std::log(kDtMin))
+          .clamp_min(kDtFloor);
+  dt_proj_->bias.copy_(dt + torch::log(-torch::expm1(-dt)));
+}
+
+std::pair<torch::Tensor, torch::Tensor> MambaMixerImpl::convolve(const torch::Tensor& x,
+                                                                 const MixerState& state) {
+  const int64_t keep = d_conv_ - 1;
+  const torch::Tensor window =
+      state.empty() ? torch::zeros({x.size(0), d_inner_, keep}, x.options()) : state.tensors.at(0);
+  const torch::Tensor padded = torch::cat({window, x.transpose(1, 2)}, 2);
+  const torch::Tensor out = conv_->forward(padded).transpose(1, 2);
+  return {out, padded.narrow(2, padded.size(2) - keep, keep)};
+}
+
+MixerOutput MambaMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
+  const std::vector<torch::Tensor> xz = in_proj_->forward(x).chunk(2, -1);
+  auto [convolved, window] = convolve(xz[0], state);
+  const torch::Tensor u = torch::silu(convolved);
+  const std::vector<torch::Tensor> parts =
+      x_proj_->forward(u).split_with_sizes({dt_rank_, d_state_, d_state_}, -1);
+  const torch::Tensor delta = torch::softplus(dt_proj_->forward(parts[0]));
+  const torch::Tensor h0 = state.empty()
+                               ? torch::zeros({x.size(0), d_inner_, d_state_}, x.options())
+                               : state.tensors.at(1);
+  ScanOutput scan =
+      selective_scan(u, delta, -torch::exp(A_log_), parts[1], parts[2], h0, negative_eigenvalues_);
+  const torch::Tensor y = (scan.y + u * D_) * torch::silu(xz[1]);
+  return {out_proj_->forward(y), {{window, scan.h}, state.position + x.size(1)}};
+}
+
+nlohmann::json MambaMixerImpl::config() const {
+  return {{"mixer", "mamba"},
+          {"expand", expand_},
+          {"d_inner", d_inner_},
+          {"d_state", d_state_},
+          {"d_conv", d_conv_},
+          {"dt_rank", dt_rank_},
+          {"negative_eigenvalues", negative_eigenvalues_}};
+}
+
+Mixer make_mamba_mixer(const MixerContext& context, Options& options) {
+  return std::make_shared<MambaMixerImpl>(context, options);
+}
+
+torch::Tensor mamba_transition(const torch::Tensor& delta_A, bool negative_eigenvalues) {
+  const torch::Tensor decay = torch::exp(delta_A);
+  return negative_eigenvalues ? 2.0 * decay - 1.0 : decay;
+}
+
+ScanOutput selective_scan(const torch::Tensor& x, const torch::Tensor& delta,
+                          const torch::Tensor& A, const torch::Tensor& B, const torch::Tensor& C,
+                          const torch::Tensor& h0, bool negative_eigenvalues) {
+  // Transitions and inputs for every step at once, [B, L, d_inner, d_state]; only the
+  // recurrence itself has to walk the sequence.
+  const torch::Tensor a = mamba_transition(delta.unsqueeze(-1) * A, negative_eigenvalues);
+  const torch::Tensor b = (delta * x).unsqueeze(-1) * B.unsqueeze(2);
+  torch::Tensor h = h0;
+  std::vector<torch::Tensor> states;
+  states.reserve(static_cast<size_t>(x.size(1)));
+  for (int64_t t = 0; t < x.size(1); ++t) {
+    h = a.select(1, t) * h + b.select(1, t);
+    states.push_back(h);
+  }
+  const torch::Tensor y = (torch::stack(states, 1) * C.unsqueeze(2)).sum(-1);
+  return {y, h};
+}
+
+}  // namespace memscript

@@ -1,0 +1,79 @@
+#pragma once
+
+#include "runtime/model/mixer.h"
+
+namespace memscript {
+
+// The Mamba-1 block (Gu & Dao 2023), as a reference built from libtorch ops.
+//
+//   x, z = split(W_in u)                                   each [B, L, d_inner]
+//   x = SiLU(causal depthwise conv1d(x))                   kernel d_conv, with bias
+//   δ, B_t, C_t = split(W_x x)                             dt_rank, d_state, d_state
+//   Δ_t = softplus(W_dt δ + b_dt)                          [d_inner]
+//   A = −exp(A_log)                                        [d_inner, d_state]
+//   h_t = a(Δ_t A) ⊙ h_{t−1} + Δ_t B_t x_t                 per channel, [d_inner, d_state]
+//   y_t = C_t · h_t + D ⊙ x_t
+//   out = W_out (y ⊙ SiLU(z))
+//
+// The transition a is exp(ΔA), in (0, 1). With negative_eigenvalues it is 2·exp(ΔA) − 1, in
+// (−1, 1): Grazzi et al. ("Unlocking State-Tracking in Linear RNNs Through Negative
+// Eigenvalues") show that a diagonal linear RNN with only positive eigenvalues cannot track
+// parity at any finite precision, and that allowing (−1, 1) lets it. The map keeps |a| < 1, so
+// the recurrence stays stable, and leaves the rest of the block (Δ, B, C, the init) as it was.
+//
+// Initialisation as in the reference implementation: A_log = log(1 .. d_state) in every
+// channel; D = 1; b_dt = softplus⁻¹(dt) with dt log-uniform in [1e-3, 1e-1] (floored at 1e-4)
+// and W_dt uniform in ±dt_rank^−½, so Δ starts in that range; the conv keeps libtorch's default.
+// W_in, W_x normal(0, 0.02); W_out is an output projection. Like the reference, W_in, W_x and
+// W_out have no bias.
+//
+// Options: expand (2, d_inner = expand · d_model), d_state (16), d_conv (4),
+//          dt_rank (ceil(d_model / 16)), negative_eigenvalues (false).
+// State: {window [B, d_inner, d_conv − 1], the conv's last inputs (zeros at the start);
+//         h [B, d_inner, d_state]}.
+class MambaMixerImpl : public MixerImpl {
+ public:
+  MambaMixerImpl(const MixerContext& context, Options& options);
+  using MixerImpl::forward;
+  MixerOutput forward(const torch::Tensor& x, const MixerState& state) override;
+  nlohmann::json config() const override;
+
+ private:
+  void init_dt_projection();
+  // The conv over [previous window, x]; returns its output [B, L, d_inner] and the new window.
+  std::pair<torch::Tensor, torch::Tensor> convolve(const torch::Tensor& x, const MixerState& state);
+
+  int64_t expand_;
+  int64_t d_inner_;
+  int64_t d_state_;
+  int64_t d_conv_;
+  int64_t dt_rank_;
+  bool negative_eigenvalues_;
+  torch::nn::Linear in_proj_{nullptr};
+  torch::nn::Conv1d conv_{nullptr};
+  torch::nn::Linear x_proj_{nullptr};
+  torch::nn::Linear dt_proj_{nullptr};
+  torch::nn::Linear out_proj_{nullptr};
+  torch::Tensor A_log_;  // [d_inner, d_state]
+  torch::Tensor D_;      // [d_inner]
+};
+
+Mixer make_mamba_mixer(const MixerContext& context, Options& options);
+
+// exp(ΔA) in (0, 1), or 2·exp(ΔA) − 1 in (−1, 1) with negative eigenvalues; ΔA <= 0.
+torch::Tensor mamba_transition(const torch::Tensor& delta_A, bool negative_eigenvalues);
+
+struct ScanOutput {
+  torch::Tensor y;  // [B, L, d_inner], without the D skip
+  torch::Tensor h;  // [B, d_inner, d_state] after the last step
+};
+
+// The selective scan, one step at a time:
+//   h_t = transition(Δ_t A) ⊙ h_{t−1} + (Δ_t x_t) B_t,   y_t = h_t C_t
+// x, delta: [B, L, d_inner]; A: [d_inner, d_state]; B, C: [B, L, d_state]; h0: [B, d_inner,
+// d_state].
+ScanOutput selective_scan(const torch::Tensor& x, const torch::Tensor& delta,
+                          const torch::Tensor& A, const torch::Tensor& B, const torch::Tensor& C,
+                          const torch::Tensor& h0, bool negative_eigenvalues);
+
+}  // namespace memscript

@@ -1,0 +1,261 @@
+// The gpt and mamba mixers' own checks: what the generic mixer tests cannot see because they
+// run each mixer with its defaults (position kinds, max_length, negative eigenvalues), and the
+// core computations against written-out formulas.
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "model_harness.h"
+#include "runtime/model/mixers/gpt.h"
+#include "runtime/model/mixers/mamba.h"
+
+using namespace memscript;
+using Catch::Matchers::Contains;
+using memscript::test::ExtraOptions;
+using memscript::test::make_decoder;
+using memscript::test::random_tokens;
+using torch::indexing::Slice;
+
+namespace {
+
+const auto kDouble = torch::TensorOptions().dtype(torch::kDouble);
+
+OptionValue text(const std::string& value) { return {value}; }
+
+// Changing token 11 leaves outputs 0..10 as they were and changes output 11.
+void check_causal(Decoder& model) {
+  const torch::Tensor tokens = random_tokens(2, 20, 3);
+  torch::Tensor changed = tokens.clone();
+  changed.index_put_({Slice(), 11}, (tokens.index({Slice(), 11}) + 1) % 4);
+  const torch::Tensor a = model->forward(tokens);
+  const torch::Tensor b = model->forward(changed);
+  CHECK(torch::allclose(a.index({Slice(), Slice(0, 11)}), b.index({Slice(), Slice(0, 11)}), 0,
+                        1e-12));
+  CHECK_FALSE(torch::allclose(a.index({Slice(), 11}), b.index({Slice(), 11})));
+}
+
+// Three chunks give the outputs of one pass.
+void check_chunked(Decoder& model) {
+  const torch::Tensor tokens = random_tokens(3, 29, 5);
+  const torch::Tensor whole = model->forward(tokens);
+  DecoderOutput first = model->forward(tokens.index({Slice(), Slice(0, 13)}), DecoderState{});
+  DecoderOutput second = model->forward(tokens.index({Slice(), Slice(13, 22)}), first.state);
+  DecoderOutput third = model->forward(tokens.index({Slice(), Slice(22, 29)}), second.state);
+  const torch::Tensor chunked = torch::cat({first.logits, second.logits, third.logits}, 1);
+  CHECK(torch::allclose(whole, chunked, 1e-9, 1e-9));
+}
+
+Decoder double_decoder(const std::string& mixer, const ExtraOptions& extra) {
+  Decoder model = make_decoder(mixer, 16, 2, 2, extra);
+  model->to(torch::kDouble);
+  return model;
+}
+
+torch::Tensor explicit_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v) {
+  const int64_t length = q.size(2);
+  const int64_t total = k.size(2);
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(q.size(3)));
+  for (int64_t i = 0; i < length; ++i) {
+    for (int64_t j = 0; j < total; ++j) {
+      if (j > total - length + i) scores.index_put_({Slice(), Slice(), i, j}, -INFINITY);
+    }
+  }
+  return torch::matmul(torch::softmax(scores, -1), v);
+}
+
+}  // namespace
+
+TEST_CASE("gpt with learned positions refuses to run past max_length, naming the option") {
+  Decoder model = make_decoder("gpt", 16, 2, 2, {{"max_length", {int64_t{8}}}});
+  CHECK_NOTHROW(model->forward(random_tokens(2, 8, 1)));
+  CHECK_THROWS_AS(model->forward(random_tokens(2, 9, 1)), UserError);
+  CHECK_THROWS_WITH(model->forward(random_tokens(2, 9, 1)),
+                    Contains("max_length") && Contains("8") && Contains("9") &&
+                        Contains("sinusoidal") && Contains("rope"));
+  // Chunks count too: 5 tokens, then 4 more, reach position 9.
+  const DecoderOutput first = model->forward(random_tokens(2, 5, 1), DecoderState{});
+  CHECK_THROWS_WITH(model->forward(random_tokens(2, 4, 2), first.state),
+                    Contains("max_length") && Contains("raise max_length to at least 9"));
+}
+
+TEST_CASE("gpt without a table runs past max_length") {
+  const std::string kind = GENERATE(as<std::string>{}, "none", "sinusoidal", "rope");
+  INFO(kind);
+  Decoder model =
+      make_decoder("gpt", 16, 2, 2, {{"positions", text(kind)}, {"max_length", {int64_t{8}}}});
+  CHECK(model->forward(random_tokens(2, 20, 1)).size(1) == 20);
+}
+
+TEST_CASE("gpt rejects an unknown positions value and lists the valid ones") {
+  CHECK_THROWS_WITH(make_decoder("gpt", 16, 2, 2, {{"positions", text("alibi")}}),
+                    Contains("positions") && Contains("alibi") && Contains("none") &&
+                        Contains("learned") && Contains("sinusoidal") && Contains("rope"));
+}
+
+TEST_CASE("gpt rope needs an even head_dim") {
+  CHECK_THROWS_WITH(
+      make_decoder("gpt", 16, 2, 2, {{"positions", text("rope")}, {"head_dim", {int64_t{5}}}}),
+      Contains("head_dim") && Contains("even"));
+}
+
+TEST_CASE("gpt with each kind of positions is causal and chunk-consistent") {
+  const std::string kind = GENERATE(as<std::string>{}, "none", "learned", "sinusoidal", "rope");
+  INFO(kind);
+  Decoder model = double_decoder("gpt", {{"positions", text(kind)}});
+  check_causal(model);
+  check_chunked(model);
+}
+
+TEST_CASE("gpt with its own head_dim keeps the shape and chunks") {
+  Decoder model = double_decoder("gpt", {{"head_dim", {int64_t{3}}}});
+  CHECK(model->forward(random_tokens(2, 7, 1)).sizes() == torch::IntArrayRef({2, 7, 3}));
+  check_chunked(model);
+}
+
+TEST_CASE("causal_attention equals softmax(QKᵀ/sqrt(d) + mask) V, with and without a cache") {
+  torch::manual_seed(4);
+  const torch::Tensor q = torch::randn({2, 3, 4, 5}, kDouble);
+  const torch::Tensor k = torch::randn({2, 3, 6, 5}, kDouble);
+  const torch::Tensor v = torch::randn({2, 3, 6, 5}, kDouble);
+  const torch::Tensor own_k = k.narrow(2, 2, 4);
+  const torch::Tensor own_v = v.narrow(2, 2, 4);
+  CHECK(torch::allclose(causal_attention(q, own_k, own_v), explicit_attention(q, own_k, own_v),
+                        1e-12, 1e-12));
+  CHECK(torch::allclose(causal_attention(q, k, v), explicit_attention(q, k, v), 1e-12, 1e-12));
+}
+
+TEST_CASE("the gpt mixer equals attention written out from its weights") {
+  Options options("gpt test");
+  options.set("positions", text("none"));
+  const MixerContext context{6, 2, 1};
+  Mixer mixer = make_mixer("gpt", context, options);
+  mixer->to(torch::kDouble);
+  torch::manual_seed(5);
+  const torch::Tensor x = torch::randn({2, 4, 6}, kDouble);
+  const auto parameters = mixer->named_parameters();
+  const torch::Tensor qkv = torch::matmul(x, parameters["qkv.weight"].t()) + parameters["qkv.bias"];
+  auto heads = [](const torch::Tensor& t) { return t.reshape({2, 4, 2, 3}).transpose(1, 2); };
+  const torch::Tensor q = heads(qkv.narrow(2, 0, 6));
+  const torch::Tensor k = heads(qkv.narrow(2, 6, 6));
+  const torch::Tensor v = heads(qkv.narrow(2, 12, 6));
+  const torch::Tensor merged = explicit_attention(q, k, v).transpose(1, 2).reshape({2, 4, 6});
+  const torch::Tensor expected =
+      torch::matmul(merged, parameters["output.weight"].t()) + parameters["output.bias"];
+  CHECK(torch::allclose(mixer->forward(x), expected, 1e-12, 1e-12));
+}
+
+TEST_CASE("rope rotates pairs so that q·k depends only on the offset") {
+  torch::manual_seed(6);
+  const torch::Tensor q = torch::randn({1, 1, 1, 8}, kDouble);
+  const torch::Tensor k = torch::randn({1, 1, 1, 8}, kDouble);
+  auto dot = [&](int64_t m, int64_t n) {
+    return (apply_rope(q, m, 10000.0) * apply_rope(k, n, 10000.0)).sum().item<double>();
+  };
+  CHECK(dot(7, 3) == Approx(dot(107, 103)).epsilon(1e-10));
+  CHECK(dot(7, 3) != Approx(dot(7, 4)).epsilon(1e-6));
+  CHECK(torch::allclose(apply_rope(q, 0, 10000.0), q));
+  CHECK(apply_rope(q, 41, 10000.0).norm().item<double>() ==
+        Approx(q.norm().item<double>()).epsilon(1e-12));
+}
+
+TEST_CASE("sinusoidal positions continue from an offset and handle an odd width") {
+  const torch::Tensor whole = sinusoidal_positions(0, 9, 7, kDouble);
+  CHECK(whole.sizes() == torch::IntArrayRef({9, 7}));
+  CHECK(torch::allclose(whole.index({0, Slice(0, 7, 2)}), torch::zeros({4}, kDouble)));
+  CHECK(torch::allclose(whole.index({0, Slice(1, 7, 2)}), torch::ones({3}, kDouble)));
+  CHECK(torch::allclose(sinusoidal_positions(4, 5, 7, kDouble), whole.narrow(0, 4, 5)));
+  CHECK(whole[3][0].item<double>() == Approx(std::sin(3.0)));
+}
+
+TEST_CASE("gpt and mamba report every resolved option") {
+  Options gpt_options("gpt");
+  const MixerContext context{16, 4, 2};
+  const nlohmann::json gpt = make_mixer("gpt", context, gpt_options)->config();
+  CHECK(gpt == nlohmann::json{{"mixer", "gpt"},
+                              {"heads", 4},
+                              {"head_dim", 4},
+                              {"positions", "learned"},
+                              {"max_length", 1024},
+                              {"rope_base", 10000.0}});
+  Options mamba_options("mamba");
+  const nlohmann::json mamba = make_mixer("mamba", context, mamba_options)->config();
+  CHECK(mamba == nlohmann::json{{"mixer", "mamba"},
+                                {"expand", 2},
+                                {"d_inner", 32},
+                                {"d_state", 16},
+                                {"d_conv", 4},
+                                {"dt_rank", 1},
+                                {"negative_eigenvalues", false}});
+}
+
+TEST_CASE("mamba's transition lies in (0, 1), or reaches into (-1, 0) with negative eigenvalues") {
+  // ΔA over the range the block produces: Δ > 0 and A < 0, from tiny steps to long ones.
+  const torch::Tensor delta_A = -torch::logspace(-6, 1.5, 200, 10, kDouble);
+  const torch::Tensor positive = mamba_transition(delta_A, false);
+  CHECK(positive.gt(0).all().item<bool>());
+  CHECK(positive.lt(1).all().item<bool>());
+  const torch::Tensor signed_ = mamba_transition(delta_A, true);
+  CHECK(signed_.gt(-1).all().item<bool>());
+  CHECK(signed_.lt(1).all().item<bool>());
+  CHECK(signed_.min().item<double>() < -0.9);
+  CHECK(torch::allclose(signed_, 2 * positive - 1));
+}
+
+TEST_CASE("mamba's selective scan equals the recurrence written out") {
+  const bool negative = GENERATE(false, true);
+  INFO("negative_eigenvalues " << negative);
+  torch::manual_seed(7);
+  const int64_t batch = 2, length = 4, inner = 3, state = 2;
+  const torch::Tensor x = torch::randn({batch, length, inner}, kDouble);
+  const torch::Tensor delta = torch::rand({batch, length, inner}, kDouble) + 0.1;
+  const torch::Tensor A = -torch::rand({inner, state}, kDouble) * 3 - 0.1;
+  const torch::Tensor B = torch::randn({batch, length, state}, kDouble);
+  const torch::Tensor C = torch::randn({batch, length, state}, kDouble);
+  const torch::Tensor h0 = torch::randn({batch, inner, state}, kDouble);
+  const ScanOutput scan = selective_scan(x, delta, A, B, C, h0, negative);
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t c = 0; c < inner; ++c) {
+      std::vector<double> h(static_cast<size_t>(state));
+      for (int64_t s = 0; s < state; ++s) h[size_t(s)] = h0[n][c][s].item<double>();
+      for (int64_t t = 0; t < length; ++t) {
+        const double d = delta[n][t][c].item<double>();
+        double y = 0;
+        for (int64_t s = 0; s < state; ++s) {
+          double a = std::exp(d * A[c][s].item<double>());
+          if (negative) a = 2 * a - 1;
+          h[size_t(s)] =
+              a * h[size_t(s)] + d * B[n][t][s].item<double>() * x[n][t][c].item<double>();
+          y += C[n][t][s].item<double>() * h[size_t(s)];
+        }
+        CHECK(scan.y[n][t][c].item<double>() == Approx(y).epsilon(1e-12));
+      }
+      for (int64_t s = 0; s < state; ++s)
+        CHECK(scan.h[n][c][s].item<double>() == Approx(h[size_t(s)]).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("mamba with other options is causal and chunk-consistent") {
+  const int64_t d_conv = GENERATE(int64_t{1}, int64_t{3});
+  const bool negative = GENERATE(false, true);
+  INFO("d_conv " << d_conv << ", negative_eigenvalues " << negative);
+  Decoder model = double_decoder("mamba", {{"d_conv", {d_conv}},
+                                           {"negative_eigenvalues", {negative}},
+                                           {"d_state", {int64_t{4}}},
+                                           {"expand", {int64_t{1}}},
+                                           {"dt_rank", {int64_t{3}}}});
+  check_causal(model);
+  check_chunked(model);
+}
+
+TEST_CASE("mamba starts with step sizes in [1e-3, 1e-1] and A = -(1 .. d_state)") {
+  Options options("mamba");
+  Mixer mixer = make_mixer("mamba", MixerContext{16, 2, 2}, options);
+  const auto parameters = mixer->named_parameters();
+  const torch::Tensor dt = torch::softplus(parameters["dt_proj.bias"]);
+  CHECK(dt.ge(1e-3 * 0.999).all().item<bool>());
+  CHECK(dt.le(1e-1 * 1.001).all().item<bool>());
+  const torch::Tensor A = -torch::exp(parameters["A_log"]);
+  CHECK(torch::allclose(A[5], -torch::arange(1, 17, torch::kFloat)));
+}
