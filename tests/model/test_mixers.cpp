@@ -29,13 +29,9 @@ memscript::test::ExtraOptions parity_options(const std::string& mixer) {
 
 // The share of its starting loss a mixer must shed on parity-8. Linear attention is the one
 // exception: its state only adds up feature vectors and it sees no positions, so it cannot
-// tell 1 one in 2 tokens from 2 in 4 and stalls after the first positions (0.79 -> 0.58 in
-// 400 steps); it is held to learning those.
-double required_drop(const std::string& mixer) { return mixer == "linear_attention" ? 0.15 : 0.5; }
-
-// Softmax attention with learned positions learns parity-8 more slowly than the recurrences
-// (after 400 steps its loss ratio is 0.41-0.59 across seeds), so it gets more steps.
-int parity_steps(const std::string& mixer) { return mixer == "gpt" ? 1000 : 400; }
+// tell 1 one in 2 tokens from 2 in 4; it learns the first positions and gets only about half
+// way (0.87 -> 0.41 in 1000 steps), too close to the line to hold it there.
+double required_drop(const std::string& mixer) { return mixer == "linear_attention" ? 0.3 : 0.5; }
 
 }  // namespace
 
@@ -101,15 +97,17 @@ TEST_CASE("every mixer passes gradient to every parameter") {
   }
 }
 
-TEST_CASE("every mixer learns parity of length 8 within a few hundred CPU steps") {
+TEST_CASE("every mixer learns parity of length 8 within a thousand CPU steps") {
   const std::string mixer = GENERATE(every_mixer());
   INFO(mixer);
+  // One thread: the reduction order, and so the whole trajectory, is then the same everywhere.
+  at::set_num_threads(1);
   torch::manual_seed(0);
   Decoder model = make_decoder(mixer, 32, 2, 2, parity_options(mixer));
   Options task_options("parity");
   const auto task = make_task("parity", task_options);
   torch::optim::AdamW optimizer(model->parameters(),
-                                torch::optim::AdamWOptions(3e-3).weight_decay(0));
+                                torch::optim::AdamWOptions(1e-3).weight_decay(0));
   auto loss_at = [&](int64_t step) {
     const HostBatch host = sample_host_batch(*task, 32, {8, 8}, static_cast<uint64_t>(step));
     const torch::Tensor inputs = torch::tensor(host.inputs).reshape({32, 8});
@@ -118,7 +116,7 @@ TEST_CASE("every mixer learns parity of length 8 within a few hundred CPU steps"
                                 torch::ones({32, 8}, torch::kBool));
   };
   double first = 0, last = 0;
-  const int steps = parity_steps(mixer);
+  const int steps = 1000;
   for (int step = 0; step < steps; ++step) {
     optimizer.zero_grad();
     const torch::Tensor loss = loss_at(step);
