@@ -7,6 +7,9 @@ namespace memscript {
 namespace {
 
 constexpr const char* kConfigKey = "memscript.config";
+// The parameters' dtype: the model is converted before loading, so a float64 model comes
+// back in float64 rather than through float32.
+constexpr const char* kDtypeKey = "memscript.dtype";
 
 OptionValue option_from_json(const nlohmann::json& value) {
   switch (value.type()) {
@@ -61,6 +64,7 @@ void save_decoder(DecoderImpl& model, const std::filesystem::path& path) {
     torch::serialize::OutputArchive archive;
     model.save(archive);
     archive.write(kConfigKey, c10::IValue(model.config().dump()));
+    archive.write(kDtypeKey, c10::IValue(static_cast<int64_t>(model.parameters().front().scalar_type())));
     archive.save_to(temporary.string());
   } catch (const c10::Error& error) {
     std::filesystem::remove(temporary);
@@ -87,6 +91,8 @@ Decoder load_decoder(const std::filesystem::path& path) {
     Options options = decoder_options_from_config(nlohmann::json::parse(config.toStringRef()));
     Decoder model(std::make_shared<DecoderImpl>(options, nullptr, 0));
     options.finish();
+    c10::IValue dtype;
+    if (archive.try_read(kDtypeKey, dtype)) model->to(static_cast<torch::ScalarType>(dtype.toInt()));
     model->load(archive);
     return model;
   } catch (const c10::Error& error) {

@@ -140,3 +140,31 @@ TEST_CASE("every mixer survives save and load with identical outputs") {
   CHECK(loaded->config() == model->config());
   CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
 }
+
+TEST_CASE("a hybrid of different mixers continues across chunks and survives save and load") {
+  auto names = std::make_shared<OptionList>();
+  for (const char* name : {"deltanet", "gpt", "mamba", "lstm"})
+    names->push_back({std::string(name)});
+  Options options("hybrid");
+  options.set("mixer", {names});
+  options.set("layers", {int64_t{4}});
+  options.set("d_model", {int64_t{16}});
+  options.set("heads", {int64_t{2}});
+  options.set("vocab", {int64_t{4}});
+  options.set("classes", {int64_t{3}});
+  Decoder model(std::make_shared<DecoderImpl>(options, nullptr, 1));
+  options.finish();
+  model->to(torch::kDouble);
+  const torch::Tensor tokens = random_tokens(2, 17, 13);
+  using torch::indexing::Slice;
+  DecoderOutput first = model->forward(tokens.index({Slice(), Slice(0, 10)}), DecoderState{});
+  DecoderOutput second = model->forward(tokens.index({Slice(), Slice(10, 17)}), first.state);
+  CHECK(torch::allclose(model->forward(tokens), torch::cat({first.logits, second.logits}, 1), 1e-9,
+                        1e-9));
+  memscript::test::TempFolder folder;
+  save_decoder(*model, folder.path / "hybrid.pt");
+  Decoder loaded = load_decoder(folder.path / "hybrid.pt");
+  loaded->to(torch::kDouble);
+  CHECK(loaded->config() == model->config());
+  CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
+}
