@@ -4,20 +4,16 @@
 #include <set>
 
 #include "runtime/tasks/cycle_navigation.h"
+#include "task_support.h"
 
 using namespace memscript;
 using Catch::Matchers::Contains;
+using memscript::test::row;
 
 namespace {
 
 std::shared_ptr<Task> cycle(std::function<void(Options&)> configure) {
-  Options options("ms.task.cycle_navigation");
-  configure(options);
-  return make_task("cycle_navigation", options);
-}
-
-std::vector<int64_t> row(const std::vector<int64_t>& flat, int64_t index, int64_t length) {
-  return {flat.begin() + index * length, flat.begin() + (index + 1) * length};
+  return test::build_task("cycle_navigation", configure);
 }
 
 // The oracle: for each prefix, count forward and backward moves from scratch and reduce the
@@ -60,16 +56,6 @@ TEST_CASE("cycle navigation targets match the oracle and every position is score
   for (uint8_t m : batch.mask) REQUIRE(m == 1);
   CHECK(moves == std::set<int64_t>{0, 1, 2});
   CHECK(reached == std::set<int64_t>{0, 1, 2, 3, 4});
-}
-
-TEST_CASE("cycle navigation batches are deterministic for a seed and differ between seeds") {
-  auto task = cycle([](Options&) {});
-  const HostBatch a = sample_host_batch(*task, 8, {10, 50}, 1);
-  const HostBatch b = sample_host_batch(*task, 8, {10, 50}, 1);
-  const HostBatch c = sample_host_batch(*task, 8, {10, 50}, 2);
-  CHECK(a.length == b.length);
-  CHECK(a.inputs == b.inputs);
-  CHECK(a.inputs != c.inputs);
 }
 
 TEST_CASE("cycle navigation takes no options and rejects unknown ones") {

@@ -6,20 +6,16 @@
 #include <string>
 
 #include "runtime/tasks/dyck.h"
+#include "task_support.h"
 
 using namespace memscript;
 using Catch::Matchers::Contains;
+using memscript::test::row;
 
 namespace {
 
 std::shared_ptr<Task> dyck(std::function<void(Options&)> configure) {
-  Options options("ms.task.dyck");
-  configure(options);
-  return make_task("dyck", options);
-}
-
-std::vector<int64_t> row(const std::vector<int64_t>& flat, int64_t index, int64_t length) {
-  return {flat.begin() + index * length, flat.begin() + (index + 1) * length};
+  return test::build_task("dyck", configure);
 }
 
 // The oracle: a recursive-descent parser of the grammar W -> (open_i W close_i)* with the
@@ -175,16 +171,6 @@ TEST_CASE("dyck negatives keep a balanced prefix and break the word after it") {
     for (int64_t target : targets) with_positive_prefix += target;
   }
   CHECK(with_positive_prefix > 0);
-}
-
-TEST_CASE("dyck batches are deterministic for a seed and differ between seeds") {
-  auto task = dyck([](Options&) {});
-  const HostBatch a = sample_host_batch(*task, 8, {20, 20}, 1);
-  const HostBatch b = sample_host_batch(*task, 8, {20, 20}, 1);
-  const HostBatch c = sample_host_batch(*task, 8, {20, 20}, 2);
-  CHECK(a.inputs == b.inputs);
-  CHECK(a.targets == b.targets);
-  CHECK(a.inputs != c.inputs);
 }
 
 TEST_CASE("dyck rejects impossible options and odd lengths, naming key and value") {

@@ -3,20 +3,16 @@
 #include <functional>
 
 #include "runtime/tasks/even_pairs.h"
+#include "task_support.h"
 
 using namespace memscript;
 using Catch::Matchers::Contains;
+using memscript::test::row;
 
 namespace {
 
 std::shared_ptr<Task> even_pairs(std::function<void(Options&)> configure) {
-  Options options("ms.task.even_pairs");
-  configure(options);
-  return make_task("even_pairs", options);
-}
-
-std::vector<int64_t> row(const std::vector<int64_t>& flat, int64_t index, int64_t length) {
-  return {flat.begin() + index * length, flat.begin() + (index + 1) * length};
+  return test::build_task("even_pairs", configure);
 }
 
 // The oracle: the definition itself, counting the "01" and "10" pairs of each prefix.
@@ -52,16 +48,6 @@ TEST_CASE("even pairs targets match the oracle and every position is scored") {
   }
   for (uint8_t m : batch.mask) REQUIRE(m == 1);
   CHECK(ones / static_cast<double>(batch.inputs.size()) == Approx(0.5).margin(0.05));
-}
-
-TEST_CASE("even pairs batches are deterministic for a seed and differ between seeds") {
-  auto task = even_pairs([](Options&) {});
-  const HostBatch a = sample_host_batch(*task, 8, {10, 50}, 1);
-  const HostBatch b = sample_host_batch(*task, 8, {10, 50}, 1);
-  const HostBatch c = sample_host_batch(*task, 8, {10, 50}, 2);
-  CHECK(a.length == b.length);
-  CHECK(a.inputs == b.inputs);
-  CHECK(a.inputs != c.inputs);
 }
 
 TEST_CASE("even pairs takes no options and rejects unknown ones") {

@@ -3,20 +3,16 @@
 #include <functional>
 
 #include "runtime/tasks/modular_arithmetic.h"
+#include "task_support.h"
 
 using namespace memscript;
 using Catch::Matchers::Contains;
+using memscript::test::row;
 
 namespace {
 
 std::shared_ptr<Task> modular(std::function<void(Options&)> configure) {
-  Options options("ms.task.modular_arithmetic");
-  configure(options);
-  return make_task("modular_arithmetic", options);
-}
-
-std::vector<int64_t> row(const std::vector<int64_t>& flat, int64_t index, int64_t length) {
-  return {flat.begin() + index * length, flat.begin() + (index + 1) * length};
+  return test::build_task("modular_arithmetic", configure);
 }
 
 // The oracle: each prefix summed from scratch, reduced once at the end.
@@ -63,16 +59,6 @@ TEST_CASE("modular arithmetic defaults to modulus 5") {
   auto task = modular([](Options&) {});
   CHECK(task->num_classes() == 5);
   CHECK(task->config()["modulus"] == 5);
-}
-
-TEST_CASE("modular arithmetic batches are deterministic for a seed and differ between seeds") {
-  auto task = modular([](Options&) {});
-  const HostBatch a = sample_host_batch(*task, 8, {10, 50}, 1);
-  const HostBatch b = sample_host_batch(*task, 8, {10, 50}, 1);
-  const HostBatch c = sample_host_batch(*task, 8, {10, 50}, 2);
-  CHECK(a.length == b.length);
-  CHECK(a.inputs == b.inputs);
-  CHECK(a.inputs != c.inputs);
 }
 
 TEST_CASE("modular arithmetic rejects a modulus below 2, naming key and value") {

@@ -4,16 +4,16 @@
 #include <set>
 
 #include "runtime/tasks/parity.h"
+#include "task_support.h"
 
 using namespace memscript;
 using Catch::Matchers::Contains;
+using memscript::test::row;
 
 namespace {
 
 std::shared_ptr<Task> parity(std::function<void(Options&)> configure) {
-  Options options("ms.task.parity");
-  configure(options);
-  return make_task("parity", options);
+  return test::build_task("parity", configure);
 }
 
 // The oracle: the parity of each prefix, recounted from scratch (quadratic on purpose, so it
@@ -26,10 +26,6 @@ std::vector<int64_t> prefix_parity(const std::vector<int64_t>& bits) {
     out.push_back(ones % 2);
   }
   return out;
-}
-
-std::vector<int64_t> row(const std::vector<int64_t>& flat, int64_t index, int64_t length) {
-  return {flat.begin() + index * length, flat.begin() + (index + 1) * length};
 }
 
 }  // namespace
@@ -89,16 +85,6 @@ TEST_CASE("parity p_one sets the share of ones") {
   double ones = 0;
   for (int64_t bit : batch.inputs) ones += static_cast<double>(bit);
   CHECK(ones / static_cast<double>(batch.inputs.size()) == Approx(0.2).margin(0.02));
-}
-
-TEST_CASE("parity batches are deterministic for a seed and differ between seeds") {
-  auto task = parity([](Options&) {});
-  const HostBatch a = sample_host_batch(*task, 8, {10, 50}, 1);
-  const HostBatch b = sample_host_batch(*task, 8, {10, 50}, 1);
-  const HostBatch c = sample_host_batch(*task, 8, {10, 50}, 2);
-  CHECK(a.inputs == b.inputs);
-  CHECK(a.length == b.length);
-  CHECK(a.inputs != c.inputs);
 }
 
 TEST_CASE("parity rejects impossible options, naming key and value") {

@@ -1,0 +1,54 @@
+// Properties every registered task must have, checked for each one with its default options.
+
+#include <catch2/catch.hpp>
+
+#include "runtime/task.h"
+#include "task_support.h"
+
+using namespace memscript;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Long and even enough for every task's defaults (Dyck wants even lengths, MQAR 2P + Q = 48).
+constexpr LengthRange kLengths{64, 64};
+
+auto every_task() { return Catch::Generators::from_range(task_names()); }
+
+}  // namespace
+
+TEST_CASE("every task is deterministic for a seed and different seeds differ") {
+  const std::string name = GENERATE(every_task());
+  INFO(name);
+  const auto task = test::build_task(name, {});
+  const HostBatch a = sample_host_batch(*task, 8, kLengths, 1);
+  const HostBatch b = sample_host_batch(*task, 8, kLengths, 1);
+  const HostBatch c = sample_host_batch(*task, 8, kLengths, 2);
+  CHECK(a.inputs == b.inputs);
+  CHECK(a.targets == b.targets);
+  CHECK(a.mask == b.mask);
+  CHECK(a.inputs != c.inputs);
+}
+
+TEST_CASE("every task keeps tokens in its vocabulary and targets in its classes") {
+  const std::string name = GENERATE(every_task());
+  INFO(name);
+  const auto task = test::build_task(name, {});
+  const HostBatch batch = sample_host_batch(*task, 16, kLengths, 3);
+  for (size_t i = 0; i < batch.inputs.size(); ++i) {
+    REQUIRE((batch.inputs[i] >= 0 && batch.inputs[i] < task->vocab_size()));
+    if (batch.mask[i]) REQUIRE((batch.targets[i] >= 0 && batch.targets[i] < task->num_classes()));
+  }
+}
+
+TEST_CASE("every task rejects length 0, batch 0 and unknown options") {
+  const std::string name = GENERATE(every_task());
+  INFO(name);
+  const auto task = test::build_task(name, {});
+  REQUIRE_THROWS_WITH(sample_host_batch(*task, 4, {0, 0}, 1),
+                      Contains("length must be >= 1, got 0"));
+  REQUIRE_THROWS_WITH(sample_host_batch(*task, 0, kLengths, 1),
+                      Contains("batch must be >= 1, got 0"));
+  REQUIRE_THROWS_WITH(test::build_task(name, [](Options& o) { o.set("bogus", {int64_t{1}}); }),
+                      Contains("unknown option 'bogus' = 1"));
+}
