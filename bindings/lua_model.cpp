@@ -13,8 +13,6 @@ namespace memscript::lua {
 
 namespace {
 
-torch::Device model_device(const DecoderImpl& model) { return model.parameters().front().device(); }
-
 const torch::Tensor& check_tokens(lua_State* L, int index, const DecoderImpl& model) {
   const torch::Tensor& inputs = check_object<torch::Tensor>(L, index);
   if (inputs.scalar_type() != torch::kInt64 || inputs.dim() != 2) {
@@ -37,7 +35,7 @@ int model_forward(lua_State* L) {
   const torch::Tensor& inputs = check_tokens(L, 2, *model);
   DecoderState state;
   if (!lua_isnoneornil(L, 3)) state = *check_object<StateRef>(L, 3);
-  DecoderOutput out = model->forward(inputs.to(model_device(*model)), state);
+  DecoderOutput out = model->forward(inputs.to(model->device()), state);
   push_object<torch::Tensor>(L, out.logits);
   push_object<StateRef>(L, std::make_shared<DecoderState>(std::move(out.state)));
   return 2;
@@ -60,7 +58,7 @@ int model_loss(lua_State* L) {
   lua_rawget(L, 2);
   const torch::Tensor inputs = check_tokens(L, lua_gettop(L), *model);
   lua_pop(L, 1);
-  const torch::Device device = model_device(*model);
+  const torch::Device device = model->device();
   const torch::Tensor logits = model->forward(inputs.to(device));
   push_object<torch::Tensor>(L,
                              masked_cross_entropy(logits, batch_field(L, 2, "targets").to(device),

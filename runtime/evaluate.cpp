@@ -27,18 +27,14 @@ namespace {
 
 LengthScores evaluate_length(DecoderImpl& model, const Task& task, const EvalSpec& spec,
                              int64_t length) {
-  const torch::Device device = model.parameters().front().device();
   ScoreAccumulator accumulator(task.num_classes(), length);
   for (int64_t index = 0; index < spec.batches; ++index) {
     const HostBatch host = sample_host_batch(task, spec.batch, {length, length},
                                              eval_batch_seed(spec.seed, length, index));
-    const TensorBatch batch = to_tensors(host, device);
+    const TensorBatch batch = to_tensors(host, model.device());
     const torch::Tensor logits = model.forward(batch.inputs);
-    const torch::Tensor losses = torch::nn::functional::cross_entropy(
-        logits.reshape({-1, logits.size(-1)}), batch.targets.reshape({-1}),
-        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
     const double loss_sum =
-        (losses * batch.mask.reshape({-1}).to(losses.scalar_type())).sum().item<double>();
+        masked_cross_entropy_sum(logits, batch.targets, batch.mask).item<double>();
     const torch::Tensor predictions = logits.argmax(-1).to(torch::kCPU).contiguous();
     accumulator.add(predictions.data_ptr<int64_t>(), host.targets.data(), host.mask.data(),
                     host.batch, loss_sum);

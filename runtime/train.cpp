@@ -94,7 +94,7 @@ class Trainer {
     const uint64_t seed =
         mix_seed(spec_.seed, 0x54524149 /* "TRAI" */, static_cast<uint64_t>(step));
     const HostBatch host = sample_host_batch(task_, spec_.batch, spec_.length, seed);
-    const TensorBatch batch = to_tensors(host, model_.parameters().front().device());
+    const TensorBatch batch = to_tensors(host, model_.device());
     optimizer_->zero_grad();
     const torch::Tensor logits = model_.forward(batch.inputs);
     const torch::Tensor loss = masked_cross_entropy(logits, batch.targets, batch.mask);

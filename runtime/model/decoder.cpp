@@ -242,13 +242,18 @@ std::string DecoderImpl::summary() const {
          " parameters";
 }
 
-torch::Tensor masked_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
-                                   const torch::Tensor& mask) {
+torch::Tensor masked_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets,
+                                       const torch::Tensor& mask) {
   const torch::Tensor losses = torch::nn::functional::cross_entropy(
       logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-  const torch::Tensor weights = mask.reshape({-1}).to(losses.scalar_type());
-  return (losses * weights).sum() / weights.sum().clamp_min(1.0);
+  return (losses * mask.reshape({-1}).to(losses.scalar_type())).sum();
+}
+
+torch::Tensor masked_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                   const torch::Tensor& mask) {
+  const torch::Tensor scored = mask.sum().to(logits.scalar_type()).clamp_min(1.0);
+  return masked_cross_entropy_sum(logits, targets, mask) / scored;
 }
 
 }  // namespace memscript

@@ -61,6 +61,8 @@ class DecoderImpl : public torch::nn::Module {
   DecoderOutput forward(const torch::Tensor& tokens, const DecoderState& state);
 
   int64_t vocab_size() const { return vocab_; }
+  // Where the parameters live (inputs must be moved there).
+  torch::Device device() const { return embedding_->weight.device(); }
   int64_t num_classes() const { return classes_; }
   int64_t num_parameters() const;
   std::vector<ModelPart> describe() const;
@@ -86,6 +88,9 @@ TORCH_MODULE(Decoder);
 // Cross-entropy over the scored positions only. logits [B, L, C], targets [B, L], mask [B, L].
 torch::Tensor masked_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
                                    const torch::Tensor& mask);
+// The same summed instead of averaged, for evaluations that average over many batches.
+torch::Tensor masked_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets,
+                                       const torch::Tensor& mask);
 
 int64_t count_parameters(const torch::nn::Module& module);
 

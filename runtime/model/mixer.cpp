@@ -20,8 +20,9 @@ namespace {
 
 using MixerFactory = std::function<Mixer(const MixerContext&, Options&)>;
 
-// Every mixer, by the name scripts use (mixer = "<name>").
+// Every mixer, by the name scripts use (mixer = "<name>"), one a line.
 const std::map<std::string, MixerFactory>& mixer_table() {
+  // clang-format off
   static const std::map<std::string, MixerFactory> table = {
       {"deltanet", make_deltanet_mixer},
       {"gated_deltanet", make_gated_deltanet_mixer},
@@ -33,6 +34,7 @@ const std::map<std::string, MixerFactory>& mixer_table() {
       {"mingru", make_mingru_mixer},
       {"qlstm", make_qlstm_mixer},
   };
+  // clang-format on
   return table;
 }
 

@@ -64,7 +64,8 @@ void save_decoder(DecoderImpl& model, const std::filesystem::path& path) {
     torch::serialize::OutputArchive archive;
     model.save(archive);
     archive.write(kConfigKey, c10::IValue(model.config().dump()));
-    archive.write(kDtypeKey, c10::IValue(static_cast<int64_t>(model.parameters().front().scalar_type())));
+    archive.write(kDtypeKey,
+                  c10::IValue(static_cast<int64_t>(model.parameters().front().scalar_type())));
     archive.save_to(temporary.string());
   } catch (const c10::Error& error) {
     std::filesystem::remove(temporary);
@@ -92,7 +93,8 @@ Decoder load_decoder(const std::filesystem::path& path) {
     Decoder model(std::make_shared<DecoderImpl>(options, nullptr, 0));
     options.finish();
     c10::IValue dtype;
-    if (archive.try_read(kDtypeKey, dtype)) model->to(static_cast<torch::ScalarType>(dtype.toInt()));
+    if (archive.try_read(kDtypeKey, dtype))
+      model->to(static_cast<torch::ScalarType>(dtype.toInt()));
     model->load(archive);
     return model;
   } catch (const c10::Error& error) {

@@ -48,4 +48,21 @@ inline torch::Tensor random_tokens(int64_t batch, int64_t length, int64_t seed) 
   return torch::randint(0, 4, {batch, length}, torch::kInt64);
 }
 
+// The logits of `tokens` fed in chunks that end at `cuts` (the last cut is the length), each
+// chunk continuing from the previous one's state.
+inline torch::Tensor chunked_logits(Decoder& model, const torch::Tensor& tokens,
+                                    const std::vector<int64_t>& cuts) {
+  using torch::indexing::Slice;
+  DecoderState state;
+  std::vector<torch::Tensor> pieces;
+  int64_t start = 0;
+  for (const int64_t end : cuts) {
+    DecoderOutput out = model->forward(tokens.index({Slice(), Slice(start, end)}), state);
+    pieces.push_back(out.logits);
+    state = std::move(out.state);
+    start = end;
+  }
+  return torch::cat(pieces, 1);
+}
+
 }  // namespace memscript::test

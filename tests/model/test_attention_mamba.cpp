@@ -11,6 +11,7 @@
 
 using namespace memscript;
 using Catch::Matchers::Contains;
+using memscript::test::chunked_logits;
 using memscript::test::ExtraOptions;
 using memscript::test::make_decoder;
 using memscript::test::random_tokens;
@@ -37,12 +38,8 @@ void check_causal(Decoder& model) {
 // Three chunks give the outputs of one pass.
 void check_chunked(Decoder& model) {
   const torch::Tensor tokens = random_tokens(3, 29, 5);
-  const torch::Tensor whole = model->forward(tokens);
-  DecoderOutput first = model->forward(tokens.index({Slice(), Slice(0, 13)}), DecoderState{});
-  DecoderOutput second = model->forward(tokens.index({Slice(), Slice(13, 22)}), first.state);
-  DecoderOutput third = model->forward(tokens.index({Slice(), Slice(22, 29)}), second.state);
-  const torch::Tensor chunked = torch::cat({first.logits, second.logits, third.logits}, 1);
-  CHECK(torch::allclose(whole, chunked, 1e-9, 1e-9));
+  const torch::Tensor chunked = chunked_logits(model, tokens, {13, 22, 29});
+  CHECK(torch::allclose(model->forward(tokens), chunked, 1e-9, 1e-9));
 }
 
 Decoder double_decoder(const std::string& mixer, const ExtraOptions& extra) {

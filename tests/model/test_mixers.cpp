@@ -70,13 +70,8 @@ TEST_CASE("every mixer gives the same outputs fed in chunks as in one pass") {
   Decoder model = make_decoder(mixer);
   model->to(torch::kDouble);
   const torch::Tensor tokens = random_tokens(3, 29, 5);
-  using torch::indexing::Slice;
-  const torch::Tensor whole = model->forward(tokens);
-  DecoderOutput first = model->forward(tokens.index({Slice(), Slice(0, 13)}), DecoderState{});
-  DecoderOutput second = model->forward(tokens.index({Slice(), Slice(13, 22)}), first.state);
-  DecoderOutput third = model->forward(tokens.index({Slice(), Slice(22, 29)}), second.state);
-  const torch::Tensor chunked = torch::cat({first.logits, second.logits, third.logits}, 1);
-  CHECK(torch::allclose(whole, chunked, 1e-9, 1e-9));
+  const torch::Tensor chunked = memscript::test::chunked_logits(model, tokens, {13, 22, 29});
+  CHECK(torch::allclose(model->forward(tokens), chunked, 1e-9, 1e-9));
 }
 
 TEST_CASE("every mixer passes gradient to every parameter") {
@@ -156,11 +151,8 @@ TEST_CASE("a hybrid of different mixers continues across chunks and survives sav
   options.finish();
   model->to(torch::kDouble);
   const torch::Tensor tokens = random_tokens(2, 17, 13);
-  using torch::indexing::Slice;
-  DecoderOutput first = model->forward(tokens.index({Slice(), Slice(0, 10)}), DecoderState{});
-  DecoderOutput second = model->forward(tokens.index({Slice(), Slice(10, 17)}), first.state);
-  CHECK(torch::allclose(model->forward(tokens), torch::cat({first.logits, second.logits}, 1), 1e-9,
-                        1e-9));
+  CHECK(torch::allclose(model->forward(tokens),
+                        memscript::test::chunked_logits(model, tokens, {10, 17}), 1e-9, 1e-9));
   memscript::test::TempFolder folder;
   save_decoder(*model, folder.path / "hybrid.pt");
   Decoder loaded = load_decoder(folder.path / "hybrid.pt");

@@ -36,9 +36,7 @@ DeltaNetMixerImpl::DeltaNetMixerImpl(const std::string& name, const MixerContext
       shape_(read_head_shape(context, options)),
       negative_eigenvalues_(options.boolean("negative_eigenvalues", false)),
       qk_norm_(options.boolean("qk_norm", true)) {
-  query_ = register_input_projection(*this, "query", context.d_model, shape_.width(), false);
-  key_ = register_input_projection(*this, "key", context.d_model, shape_.width(), false);
-  value_ = register_input_projection(*this, "value", context.d_model, shape_.width(), false);
+  qkv_ = QkvProjections(*this, context.d_model, shape_);
   // A bias lets each head learn how strongly it writes regardless of the token.
   beta_ = register_input_projection(*this, "beta", context.d_model, shape_.heads, true);
   output_ = register_output_projection(*this, shape_, context);
@@ -52,13 +50,7 @@ torch::Tensor DeltaNetMixerImpl::write_strength(const torch::Tensor& x) {
 torch::Tensor DeltaNetMixerImpl::decay(const torch::Tensor& /*x*/) { return {}; }
 
 MixerOutput DeltaNetMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  torch::Tensor q = split_heads(query_->forward(x), shape_.heads);
-  torch::Tensor k = split_heads(key_->forward(x), shape_.heads);
-  const torch::Tensor v = split_heads(value_->forward(x), shape_.heads);
-  if (qk_norm_) {
-    q = l2_normalize(q);
-    k = l2_normalize(k);
-  }
+  const auto [q, k, v] = project_heads(qkv_, x, shape_.heads, qk_norm_);
   const torch::Tensor carried = state.empty() ? torch::Tensor() : state.tensors.at(0);
   DeltaRuleOutput out = delta_rule(q, k, v, write_strength(x), decay(x), carried);
   return {output_->forward(merge_heads(out.outputs)), {{out.state}, state.position + x.size(1)}};

@@ -74,8 +74,8 @@ class DeltaNetMixerImpl : public MixerImpl {
   HeadShape shape_;
   bool negative_eigenvalues_;
   bool qk_norm_;
-  torch::nn::Linear query_{nullptr}, key_{nullptr}, value_{nullptr}, beta_{nullptr},
-      output_{nullptr};
+  QkvProjections qkv_;
+  torch::nn::Linear beta_{nullptr}, output_{nullptr};
 };
 
 Mixer make_deltanet_mixer(const MixerContext& context, Options& options);

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "runtime/model/mixers/heads.h"
+
 namespace memscript {
 
 namespace {
@@ -67,19 +69,14 @@ torch::Tensor GptMixerImpl::add_positions(const torch::Tensor& x, int64_t positi
   return x;
 }
 
-torch::Tensor GptMixerImpl::split_heads(const torch::Tensor& x) const {
-  return x.view({x.size(0), x.size(1), heads_, head_dim_}).transpose(1, 2);
-}
-
 MixerOutput GptMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const int64_t batch = x.size(0);
   const int64_t length = x.size(1);
   if (positions_ == "learned") check_length(state.position, length);
   const std::vector<torch::Tensor> qkv =
       qkv_->forward(add_positions(x, state.position)).chunk(3, -1);
-  torch::Tensor q = split_heads(qkv[0]);
-  torch::Tensor k = split_heads(qkv[1]);
-  torch::Tensor v = split_heads(qkv[2]);
+  torch::Tensor q = split_heads(qkv[0], heads_);
+  torch::Tensor k = split_heads(qkv[1], heads_);
+  torch::Tensor v = split_heads(qkv[2], heads_);
   if (positions_ == "rope") {
     q = apply_rope(q, state.position, rope_base_);
     k = apply_rope(k, state.position, rope_base_);
@@ -88,8 +85,7 @@ MixerOutput GptMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
     k = torch::cat({state.tensors.at(0), k}, 2);
     v = torch::cat({state.tensors.at(1), v}, 2);
   }
-  const torch::Tensor merged =
-      causal_attention(q, k, v).transpose(1, 2).reshape({batch, length, heads_ * head_dim_});
+  const torch::Tensor merged = merge_heads(causal_attention(q, k, v));
   return {output_->forward(merged), {{k, v}, state.position + length}};
 }
 

@@ -38,7 +38,6 @@ class GptMixerImpl : public MixerImpl {
  private:
   torch::Tensor add_positions(const torch::Tensor& x, int64_t position) const;
   void check_length(int64_t position, int64_t length) const;
-  torch::Tensor split_heads(const torch::Tensor& x) const;
 
   std::string where_;  // the options' context, to prefix errors raised in forward()
   int64_t d_model_;

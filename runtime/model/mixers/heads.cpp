@@ -36,4 +36,21 @@ torch::Tensor split_heads(const torch::Tensor& x, int64_t heads) {
 
 torch::Tensor merge_heads(const torch::Tensor& x) { return x.transpose(1, 2).flatten(2); }
 
+QkvProjections::QkvProjections(torch::nn::Module& owner, int64_t d_model, const HeadShape& shape)
+    : query(register_input_projection(owner, "query", d_model, shape.width(), false)),
+      key(register_input_projection(owner, "key", d_model, shape.width(), false)),
+      value(register_input_projection(owner, "value", d_model, shape.width(), false)) {}
+
+HeadInputs project_heads(QkvProjections& projections, const torch::Tensor& x, int64_t heads,
+                         bool qk_norm) {
+  HeadInputs out{split_heads(projections.query->forward(x), heads),
+                 split_heads(projections.key->forward(x), heads),
+                 split_heads(projections.value->forward(x), heads)};
+  if (qk_norm) {
+    out.q = l2_normalize(out.q);
+    out.k = l2_normalize(out.k);
+  }
+  return out;
+}
+
 }  // namespace memscript

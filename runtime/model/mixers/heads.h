@@ -27,6 +27,25 @@ torch::nn::Linear register_input_projection(torch::nn::Module& owner, const std:
 torch::nn::Linear register_output_projection(torch::nn::Module& owner, const HeadShape& shape,
                                              const MixerContext& context);
 
+// The query, key and value projections of the linear-attention family (no bias), registered on
+// the mixer as "query", "key" and "value".
+struct QkvProjections {
+  torch::nn::Linear query{nullptr};
+  torch::nn::Linear key{nullptr};
+  torch::nn::Linear value{nullptr};
+
+  QkvProjections() = default;
+  QkvProjections(torch::nn::Module& owner, int64_t d_model, const HeadShape& shape);
+};
+
+struct HeadInputs {
+  torch::Tensor q, k, v;  // each [batch, heads, length, head_dim]
+};
+
+// Projects x [batch, length, d_model] into heads; q and k of unit length when `qk_norm`.
+HeadInputs project_heads(QkvProjections& projections, const torch::Tensor& x, int64_t heads,
+                         bool qk_norm);
+
 // Unit length along the last dimension (the head's width).
 torch::Tensor l2_normalize(const torch::Tensor& x);
 

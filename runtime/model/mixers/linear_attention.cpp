@@ -55,9 +55,7 @@ LinearAttentionMixerImpl::LinearAttentionMixerImpl(const MixerContext& context, 
       feature_map_(options.string("feature_map", "elu1", {"elu1", "relu"})),
       qk_norm_(options.boolean("qk_norm", false)),
       eps_(read_eps(options)) {
-  query_ = register_input_projection(*this, "query", context.d_model, shape_.width(), false);
-  key_ = register_input_projection(*this, "key", context.d_model, shape_.width(), false);
-  value_ = register_input_projection(*this, "value", context.d_model, shape_.width(), false);
+  qkv_ = QkvProjections(*this, context.d_model, shape_);
   output_ = register_output_projection(*this, shape_, context);
 }
 
@@ -67,13 +65,7 @@ torch::Tensor LinearAttentionMixerImpl::feature_map(const torch::Tensor& x) cons
 }
 
 MixerOutput LinearAttentionMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  torch::Tensor q = split_heads(query_->forward(x), shape_.heads);
-  torch::Tensor k = split_heads(key_->forward(x), shape_.heads);
-  const torch::Tensor v = split_heads(value_->forward(x), shape_.heads);
-  if (qk_norm_) {
-    q = l2_normalize(q);
-    k = l2_normalize(k);
-  }
+  const auto [q, k, v] = project_heads(qkv_, x, shape_.heads, qk_norm_);
   LinearAttentionState carried;
   if (!state.empty()) carried = {state.tensors.at(0), state.tensors.at(1)};
   LinearAttentionOutput out = linear_attention(feature_map(q), feature_map(k), v, carried, eps_);

@@ -56,7 +56,8 @@ class LinearAttentionMixerImpl : public MixerImpl {
   std::string feature_map_;
   bool qk_norm_;
   double eps_;
-  torch::nn::Linear query_{nullptr}, key_{nullptr}, value_{nullptr}, output_{nullptr};
+  QkvProjections qkv_;
+  torch::nn::Linear output_{nullptr};
 };
 
 Mixer make_linear_attention_mixer(const MixerContext& context, Options& options);
