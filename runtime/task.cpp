@@ -38,14 +38,14 @@ void Task::check_length(int64_t length) const {
   if (length < 1) throw UserError(name() + ": length must be >= 1, got " + std::to_string(length));
 }
 
-LengthRange read_length_range(Options& options, const std::string& key,
-                              std::optional<int64_t> fallback) {
+LengthRange read_count_range(Options& options, const std::string& key,
+                             std::optional<int64_t> fallback, int64_t floor) {
   const OptionValue* value = options.raw(key);
   if (!value && !fallback) options.fail(key, "is required");
   if (value && std::holds_alternative<std::shared_ptr<Options>>(value->value)) {
     Options range = options.table(key);
-    const int64_t min = range.integer("min", 1, {.min = 1});
-    const int64_t max = range.integer("max", min, {.min = 1});
+    const int64_t min = range.integer("min", floor, {.min = floor});
+    const int64_t max = range.integer("max", min, {.min = floor});
     range.finish();
     if (min > max) {
       options.fail(
@@ -53,8 +53,13 @@ LengthRange read_length_range(Options& options, const std::string& key,
     }
     return {min, max};
   }
-  const int64_t length = options.integer(key, fallback.value_or(1), {.min = 1});
-  return {length, length};
+  const int64_t count = options.integer(key, fallback.value_or(floor), {.min = floor});
+  return {count, count};
+}
+
+LengthRange read_length_range(Options& options, const std::string& key,
+                              std::optional<int64_t> fallback) {
+  return read_count_range(options, key, fallback, 1);
 }
 
 std::string Task::token_text(int64_t token) const { return std::to_string(token); }

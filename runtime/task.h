@@ -59,8 +59,12 @@ struct HostBatch {
   std::vector<uint8_t> mask;
 };
 
-// Reads `key` as a length n or a range {min = , max = }; without the key, `fallback` (when
-// given) or an error.
+// Reads `key` as a count n or a range {min = , max = } (min <= max, both >= floor); without
+// the key, `fallback` (when given) or an error. Task options such as parity's `ones` and
+// mqar's `pairs` take this form as well as lengths.
+LengthRange read_count_range(Options& options, const std::string& key,
+                             std::optional<int64_t> fallback, int64_t floor);
+// read_count_range with floor 1.
 LengthRange read_length_range(Options& options, const std::string& key,
                               std::optional<int64_t> fallback = std::nullopt);
 

@@ -9,13 +9,23 @@ namespace memscript {
 MqarTask::MqarTask(MqarSpec spec) : spec_(spec) {}
 
 nlohmann::json MqarTask::config() const {
-  return {{"task", "mqar"},       {"keys", spec_.keys},       {"values", spec_.values},
-          {"pairs", spec_.pairs}, {"queries", spec_.queries}, {"unique_keys", spec_.unique_keys}};
+  nlohmann::json config = {{"task", "mqar"},
+                           {"keys", spec_.keys},
+                           {"values", spec_.values},
+                           {"unique_keys", spec_.unique_keys}};
+  if (spec_.pairs_min == spec_.pairs_max) {
+    config["pairs"] = spec_.pairs_min;
+    config["queries"] = spec_.queries_for(spec_.pairs_min);
+  } else {
+    config["pairs"] = {{"min", spec_.pairs_min}, {"max", spec_.pairs_max}};
+    if (spec_.queries > 0) config["queries"] = spec_.queries;
+  }
+  return config;
 }
 
 void MqarTask::check_length(int64_t length) const {
   Task::check_length(length);
-  const int64_t needed = 2 * spec_.pairs + spec_.queries;
+  const int64_t needed = 2 * spec_.pairs_max + spec_.queries_for(spec_.pairs_max);
   if (length < needed) {
     throw UserError("mqar: length must be at least 2 * pairs + queries = " +
                     std::to_string(needed) + ", got " + std::to_string(length));
@@ -23,17 +33,22 @@ void MqarTask::check_length(int64_t length) const {
 }
 
 void MqarTask::generate(Rng& rng, SequenceView sequence) const {
-  const int64_t pads = sequence.length - 2 * spec_.pairs - spec_.queries;
+  // A fixed P draws nothing, so that fixed-P sequences do not depend on the range feature.
+  const int64_t pair_count = spec_.pairs_min == spec_.pairs_max
+                                 ? spec_.pairs_min
+                                 : rng.between(spec_.pairs_min, spec_.pairs_max);
+  const int64_t query_count = spec_.queries_for(pair_count);
+  const int64_t pads = sequence.length - 2 * pair_count - query_count;
   std::fill(sequence.inputs, sequence.inputs + sequence.length, pad_token());
   std::fill(sequence.targets, sequence.targets + sequence.length, 0);
   std::fill(sequence.mask, sequence.mask + sequence.length, false);
 
   // The keys: a partial Fisher-Yates shuffle of the key range, or independent draws.
-  std::vector<int64_t> keys(static_cast<size_t>(spec_.pairs));
+  std::vector<int64_t> keys(static_cast<size_t>(pair_count));
   if (spec_.unique_keys) {
     std::vector<int64_t> range(static_cast<size_t>(spec_.keys));
     std::iota(range.begin(), range.end(), 0);
-    for (int64_t i = 0; i < spec_.pairs; ++i) {
+    for (int64_t i = 0; i < pair_count; ++i) {
       std::swap(range[i], range[rng.between(i, spec_.keys - 1)]);
       keys[i] = range[i];
     }
@@ -41,13 +56,13 @@ void MqarTask::generate(Rng& rng, SequenceView sequence) const {
     for (int64_t& key : keys) key = rng.between(0, spec_.keys - 1);
   }
   int64_t* pairs = sequence.inputs + pads;
-  for (int64_t i = 0; i < spec_.pairs; ++i) {
+  for (int64_t i = 0; i < pair_count; ++i) {
     pairs[2 * i] = keys[i];
     pairs[2 * i + 1] = spec_.keys + rng.between(0, spec_.values - 1);
   }
 
   // The pairs that hold the last binding of their key: one per distinct key.
-  std::vector<int64_t> bindings(static_cast<size_t>(spec_.pairs));
+  std::vector<int64_t> bindings(static_cast<size_t>(pair_count));
   std::iota(bindings.begin(), bindings.end(), 0);
   if (!spec_.unique_keys) {
     std::stable_sort(bindings.begin(), bindings.end(),
@@ -63,8 +78,8 @@ void MqarTask::generate(Rng& rng, SequenceView sequence) const {
 
   // The queries: the distinct keys in a fresh random order, round after round.
   const auto distinct = static_cast<int64_t>(bindings.size());
-  int64_t* queries = pairs + 2 * spec_.pairs;
-  for (int64_t q = 0; q < spec_.queries; ++q) {
+  int64_t* queries = pairs + 2 * pair_count;
+  for (int64_t q = 0; q < query_count; ++q) {
     const int64_t slot = q % distinct;
     std::swap(bindings[slot], bindings[rng.between(slot, distinct - 1)]);
     const int64_t pair = bindings[slot];
@@ -96,12 +111,14 @@ std::shared_ptr<Task> make_mqar_task(Options& options) {
   MqarSpec spec;
   spec.keys = options.integer("keys", spec.keys, {.min = 1});
   spec.values = options.integer("values", spec.values, {.min = 1});
-  spec.pairs = options.integer("pairs", spec.pairs, {.min = 1});
-  spec.queries = options.integer("queries", spec.pairs, {.min = 1});
+  const LengthRange pairs = read_count_range(options, "pairs", spec.pairs_min, 1);
+  spec.pairs_min = pairs.min;
+  spec.pairs_max = pairs.max;
+  spec.queries = options.optional_integer("queries", {.min = 1}).value_or(0);
   spec.unique_keys = options.boolean("unique_keys", spec.unique_keys);
-  if (spec.unique_keys && spec.keys < spec.pairs) {
+  if (spec.unique_keys && spec.keys < spec.pairs_max) {
     options.fail("keys", "= " + std::to_string(spec.keys) +
-                             " is fewer than pairs = " + std::to_string(spec.pairs) +
+                             " is fewer than pairs = " + std::to_string(spec.pairs_max) +
                              ": unique keys need keys >= pairs (or unique_keys = false)");
   }
   return std::make_shared<MqarTask>(spec);

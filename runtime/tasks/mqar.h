@@ -14,22 +14,27 @@ namespace memscript {
 // Q = 2, L = 7 (pad 7, values 4 5 6): inputs 7 2 5 0 4 0 2 -> targets at the last two
 // positions 0 1, the other five unscored.
 //   keys = K, values = V  the token ranges (defaults 64 and 64)
-//   pairs = P             key-value pairs per sequence (default 16)
-//   queries = Q           queries per sequence (default P)
+//   pairs = P             key-value pairs per sequence (default 16); or pairs = {min =, max =}:
+//                         P drawn uniformly per sequence, a mixture of easy and hard
+//                         sequences in one batch (the curriculum that makes P = 64 learnable)
+//   queries = Q           queries per sequence (default: the sequence's P)
 //   unique_keys = true    the P keys are distinct (K >= P); with false they are drawn with
 //                         replacement and a repeated key is bound to its last value
-// The length must be at least 2P + Q. Padding goes in front, so the pairs-to-queries
-// distance, and with it the task, is the same at every length: a longer length only adds pads
-// a model has to ignore. Keys come uniformly from the key range, values uniformly and
-// independently from the value range. Queries ask the distinct keys of the sequence in a
-// random order, each once before any is asked again (so Q = P with unique keys asks every
-// key exactly once).
+// The length must be at least 2P + Q (with the largest P). Padding goes in front, so the
+// pairs-to-queries distance, and with it the task, is the same at every length: a longer length
+// only adds pads a model has to ignore. Keys come uniformly from the key range, values uniformly
+// and independently from the value range. Queries ask the distinct keys of the sequence in a random
+// order, each once before any is asked again (so Q = P with unique keys asks every key exactly
+// once).
 struct MqarSpec {
   int64_t keys = 64;
   int64_t values = 64;
-  int64_t pairs = 16;
-  int64_t queries = 16;
+  int64_t pairs_min = 16;
+  int64_t pairs_max = 16;
+  int64_t queries = 0;  // 0: as many queries as the sequence has pairs
   bool unique_keys = true;
+
+  int64_t queries_for(int64_t pairs) const { return queries > 0 ? queries : pairs; }
 };
 
 class MqarTask : public Task {

@@ -64,19 +64,9 @@ std::shared_ptr<Task> make_parity_task(Options& options) {
   if (!has_ones) return std::make_shared<ParityTask>(spec);
 
   spec.mode = ParitySpec::Mode::ExactOnes;
-  const OptionValue* ones = options.raw("ones");
-  if (std::holds_alternative<std::shared_ptr<Options>>(ones->value)) {
-    Options range = options.table("ones");
-    spec.ones_min = range.integer("min", 0, {.min = 0});
-    spec.ones_max = range.integer("max", spec.ones_min, {.min = 0});
-    range.finish();
-    if (spec.ones_min > spec.ones_max) {
-      options.fail("ones", "has min = " + std::to_string(spec.ones_min) +
-                               " greater than max = " + std::to_string(spec.ones_max));
-    }
-  } else {
-    spec.ones_min = spec.ones_max = options.integer("ones", 0, {.min = 0});
-  }
+  const LengthRange ones = read_count_range(options, "ones", std::nullopt, 0);
+  spec.ones_min = ones.min;
+  spec.ones_max = ones.max;
   return std::make_shared<ParityTask>(spec);
 }
 

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -178,4 +179,53 @@ TEST_CASE("mqar rejects impossible options and short lengths, naming key and val
   auto task = mqar([](Options&) {});
   REQUIRE_THROWS_WITH(sample_host_batch(*task, 2, {47, 47}, 1),
                       Contains("mqar: length must be at least 2 * pairs + queries = 48, got 47"));
+}
+
+TEST_CASE("mqar with pairs = {min, max} draws P per sequence and labels every mixture exactly") {
+  auto task = mqar([](Options& o) {
+    auto range = std::make_shared<Options>("pairs");
+    range->set("min", {int64_t{2}});
+    range->set("max", {int64_t{12}});
+    o.set("keys", {int64_t{16}});
+    o.set("values", {int64_t{8}});
+    o.set("pairs", {range});
+  });
+  const int64_t length = 40;  // 3 * 12 + 4 pads at the largest P
+  const HostBatch batch = sample_host_batch(*task, 400, {length, length}, 21);
+  std::set<int64_t> pair_counts;
+  for (int64_t i = 0; i < batch.batch; ++i) {
+    const auto inputs = row(batch.inputs, i, length);
+    // The sequence's own P, read from its layout: pads, P pairs, then P queries.
+    const auto pads =
+        std::find_if(inputs.begin(), inputs.end(), [](int64_t x) { return x != 24; }) -
+        inputs.begin();
+    REQUIRE((length - pads) % 3 == 0);
+    const int64_t pairs = (length - pads) / 3;
+    REQUIRE((pairs >= 2 && pairs <= 12));
+    pair_counts.insert(pairs);
+    HostBatch one = batch;
+    one.batch = 1;
+    one.inputs = inputs;
+    one.targets = row(batch.targets, i, length);
+    one.mask = {batch.mask.begin() + i * length, batch.mask.begin() + (i + 1) * length};
+    check_batch(one, Sizes{16, 8, pairs, pairs, true});
+  }
+  CHECK(pair_counts.size() == 11);  // every P in [2, 12] occurs in 400 draws
+  CHECK(task->config()["pairs"] == nlohmann::json{{"min", 2}, {"max", 12}});
+  REQUIRE_THROWS_WITH(sample_host_batch(*task, 2, {35, 35}, 1),
+                      Contains("mqar: length must be at least 2 * pairs + queries = 36, got 35"));
+}
+
+TEST_CASE("mqar rejects a pairs range with min above max or too few unique keys") {
+  const auto with_range = [](int64_t min, int64_t max) {
+    return [=](Options& o) {
+      auto range = std::make_shared<Options>("pairs");
+      range->set("min", {min});
+      range->set("max", {max});
+      o.set("pairs", {range});
+    };
+  };
+  REQUIRE_THROWS_WITH(mqar(with_range(9, 4)), Contains("'pairs' has min = 9 greater than max = 4"));
+  REQUIRE_THROWS_WITH(mqar(with_range(4, 65)), Contains("'keys' = 64 is fewer than pairs = 65"));
+  REQUIRE_THROWS_WITH(mqar(with_range(0, 4)), Contains("'min' must be >= 1, got 0"));
 }
