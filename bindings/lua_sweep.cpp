@@ -117,6 +117,27 @@ int count_runs(lua_State* L) {
   return 0;
 }
 
+// _sweep.script() and _sweep.command_line(): asked when a sweep runs, since the module is
+// loaded before the interpreter knows its script.
+int script_path(lua_State* L) {
+  const std::string script = session(L).script.string();
+  lua_pushlstring(L, script.data(), script.size());
+  return 1;
+}
+
+void push_strings(lua_State* L, const std::vector<std::string>& values) {
+  lua_createtable(L, static_cast<int>(values.size()), 0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    lua_pushlstring(L, values[i].data(), values[i].size());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+}
+
+int command_line(lua_State* L) {
+  push_strings(L, session(L).settings.command_line);
+  return 1;
+}
+
 void set_function(lua_State* L, const char* name, lua_CFunction function) {
   lua_pushcfunction(L, function);
   lua_setfield(L, -2, name);
@@ -151,14 +172,6 @@ fs::path inside_root(lua_State* L, Options& options, const std::string& key,
                           settings.output_root.string() + ", named relative to it (no '..')");
   }
   return path.is_absolute() ? path : settings.output_root / path;
-}
-
-void push_strings(lua_State* L, const std::vector<std::string>& values) {
-  lua_createtable(L, static_cast<int>(values.size()), 0);
-  for (size_t i = 0; i < values.size(); ++i) {
-    lua_pushlstring(L, values[i].data(), values[i].size());
-    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
-  }
 }
 
 void push_summary(lua_State* L, const report::ReportSummary& summary) {
@@ -197,8 +210,7 @@ void print_summary(const report::ReportSummary& summary) {
 
 void push_sweep_helpers(lua_State* L) {
   register_lock_type(L);
-  const Session& current = session(L);
-  const Settings& settings = current.settings;
+  const Settings& settings = session(L).settings;
   lua_newtable(L);
   set_function(L, "lock", protect<lock_run>);
   set_function(L, "move_aside", protect<move_folder_aside>);
@@ -211,7 +223,8 @@ void push_sweep_helpers(lua_State* L) {
   }
   set_boolean(L, "plan_only", settings.plan_sweeps);
   set_boolean(L, "quiet", settings.quiet);
-  set_string(L, "script", current.script.string());
+  set_function(L, "script", protect<script_path>);
+  set_function(L, "command_line", protect<command_line>);
   if (const char* job_script = std::getenv("MEMSCRIPT_JOB_SCRIPT"))
     set_string(L, "job_script", job_script);
 }

@@ -11,6 +11,7 @@
 #include "runtime/report/run_data.h"
 #include "runtime/report/svg_chart.h"
 #include "runtime/run_folder.h"
+#include "runtime/sweep/slurm.h"
 
 namespace memscript::report {
 
@@ -371,20 +372,43 @@ class ReportWriter {
 
   void rerun_commands() {
     if (summary_.incomplete.empty()) return;
-    const std::string script = sweep_.script.empty() ? "SCRIPT.lua" : sweep_.script;
     if (sweep_.shards && !summary_.shards_to_rerun.empty()) {
       std::string list;
-      for (int shard : summary_.shards_to_rerun)
-        list += (list.empty() ? "" : ",") + std::to_string(shard);
-      if (!sweep_.job_script.empty())
-        summary_.rerun.push_back("sbatch --array=" + list + " " + sweep_.job_script);
       for (int shard : summary_.shards_to_rerun) {
-        summary_.rerun.push_back("memscript --shard " + std::to_string(shard) + "/" +
-                                 std::to_string(*sweep_.shards) + " " + script);
+        if (!list.empty()) list += ',';
+        list += std::to_string(shard);
       }
+      if (!sweep_.job_script.empty())
+        summary_.rerun.push_back("sbatch --array=" + list + " " + shell_quote(sweep_.job_script));
+      for (int shard : summary_.shards_to_rerun)
+        summary_.rerun.push_back(
+            command_with_shard(std::to_string(shard) + "/" + std::to_string(*sweep_.shards)));
       return;
     }
-    summary_.rerun.push_back("memscript " + script + "   (completed runs are skipped)");
+    summary_.rerun.push_back(command_with_shard(""));
+  }
+
+  // The sweep's command line with --shard set to `shard` (none when empty); complete runs are
+  // skipped, so it reruns just what is missing.
+  std::string command_with_shard(const std::string& shard) const {
+    std::vector<std::string> words = sweep_.command_line;
+    if (words.empty()) words = {"memscript", sweep_.script.empty() ? "SCRIPT.lua" : sweep_.script};
+    std::vector<std::string> result;
+    for (size_t i = 0; i < words.size(); ++i) {
+      if (words[i] == "--shard") {
+        ++i;  // its value
+        continue;
+      }
+      if (words[i].rfind("--shard=", 0) == 0) continue;
+      result.push_back(words[i]);
+    }
+    if (!shard.empty()) result.insert(result.begin() + 1, {"--shard", shard});
+    std::string line;
+    for (const std::string& word : result) {
+      if (!line.empty()) line += ' ';
+      line += shell_quote(word);
+    }
+    return line;
   }
 
   // --- tables --------------------------------------------------------------------------------

@@ -118,6 +118,8 @@ void read_manifest(SweepData& sweep, const json& manifest) {
   sweep.name = manifest.value("sweep", sweep.name);
   sweep.script = manifest.value("script", "");
   sweep.job_script = manifest.value("job_script", "");
+  for (const json& word : manifest.value("command_line", json::array()))
+    sweep.command_line.push_back(json_text(word));
   if (manifest.contains("shards") && manifest["shards"].is_number_integer())
     sweep.shards = manifest["shards"].get<int>();
   for (const json& key : manifest.value("keys", json::array())) {

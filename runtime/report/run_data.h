@@ -61,7 +61,8 @@ struct SweepData {
   std::vector<std::string> keys;                           // grid keys, in the sweep's order
   std::map<std::string, std::vector<std::string>> values;  // each key's values, in grid order
   std::optional<int> shards;                               // shard count when run sharded
-  std::string job_script;     // the Slurm job script that ran the shards, when one did
+  std::string job_script;                 // the Slurm job script that ran the shards, when one did
+  std::vector<std::string> command_line;  // of the process that wrote the manifest
   std::vector<RunData> runs;  // the manifest's runs in order, then other run folders by name
 };
 

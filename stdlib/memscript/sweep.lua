@@ -175,7 +175,8 @@ return function(ms)
     for i, seed in ipairs(seeds) do values.seed[i] = tostring(seed) end
     local entries = {}
     for i, run in ipairs(runs) do entries[i] = { name = run.name, labels = run.labels, shard = run.shard } end
-    return json({ sweep = spec.name, script = helpers.script, job_script = helpers.job_script,
+    return json({ sweep = spec.name, script = helpers.script(), command_line = helpers.command_line(),
+                  job_script = helpers.job_script,
                   shards = helpers.shard_count, keys = keys, values = values, runs = entries }) .. "\n"
   end
 

@@ -92,7 +92,9 @@ TEST_CASE("a failing run makes memscript exit 1 after the other runs, naming it"
                         Contains("2 sweep runs failed (listed above)"));
   CHECK(first_line(cwd / "runs/tiny/mixer=qlstm,seed=2/status") == "completed");
   CHECK_THAT(read_file(cwd / "runs/tiny/report/report.md"),
-             Contains("mixer=lstm,seed=1: missing") && Contains("To rerun only these"));
+             Contains("mixer=lstm,seed=1: missing") && Contains("To rerun only these") &&
+                 Contains("    " + std::string(MEMSCRIPT_BINARY) +
+                          " --out runs --set fail_mixer=lstm " + kTinySweep + "\n"));
 }
 
 TEST_CASE("shards run concurrently into one folder: every run once, nothing clobbered") {

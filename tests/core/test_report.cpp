@@ -212,13 +212,21 @@ TEST_CASE("a report lists runs not completed with the command that reruns only t
   runs[2].status = "failed: boom";          // shard 2
   runs[7].status = "";                      // shard 1, never ran
   write_sweep(root, runs, 3, "/jobs/exp.sbatch");
+  std::string manifest = read_file(root / "s/sweep.json");
+  manifest.insert(
+      1,
+      "\"command_line\":[\"/bin/memscript\",\"--shard\",\"0/3\",\"--set\",\"a=b c\",\"exp.lua\"],");
+  root.write("s/sweep.json", manifest);
   const ReportSummary summary = report_of(root);
   CHECK(summary.completed == 6);
   CHECK(summary.incomplete ==
         std::vector<std::string>{fake_run_name(runs[2]), fake_run_name(runs[7])});
   CHECK(summary.shards_to_rerun == std::vector<int>{1, 2});
   REQUIRE_FALSE(summary.rerun.empty());
-  CHECK(summary.rerun[0] == "sbatch --array=1,2 /jobs/exp.sbatch");
+  CHECK(summary.rerun ==
+        std::vector<std::string>{"sbatch --array=1,2 /jobs/exp.sbatch",
+                                 "/bin/memscript --shard 1/3 --set 'a=b c' exp.lua",
+                                 "/bin/memscript --shard 2/3 --set 'a=b c' exp.lua"});
   const std::string md = read_file(summary.folder / "report.md");
   CHECK_THAT(md, Contains("failed: boom (shard 2)") && Contains("missing (shard 1)") &&
                      Contains("sbatch --array=1,2 /jobs/exp.sbatch"));
