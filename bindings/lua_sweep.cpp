@@ -11,6 +11,7 @@
 #include "bindings/sandbox.h"
 #include "bindings/session.h"
 #include "runtime/report/report.h"
+#include "runtime/report/run_data.h"
 #include "runtime/run_folder.h"
 #include "runtime/sweep/run_lock.h"
 
@@ -194,6 +195,13 @@ void push_summary(lua_State* L, const report::ReportSummary& summary) {
   lua_setfield(L, -2, "rerun");
 }
 
+bool all_runs_complete(const fs::path& sweep_folder) {
+  const report::SweepData sweep = report::read_sweep(sweep_folder);
+  for (const report::RunData& run : sweep.runs)
+    if (!run.complete()) return false;
+  return true;
+}
+
 void print_summary(const report::ReportSummary& summary) {
   std::fprintf(stderr, "report: %s (%d runs, %d completed)\n",
                (summary.folder / "index.html").c_str(), summary.runs, summary.completed);
@@ -249,11 +257,27 @@ int report_binding(lua_State* L) {
     report::ReportSummary planned;
     planned.folder = out;
     push_summary(L, planned);
+    set_boolean(L, "written", false);
+    return 1;
+  }
+  if (settings.shard_count > 0 && !all_runs_complete(spec.sweep_folder)) {
+    // Shards that finish early leave the report to the last one (or to a later ms.report).
+    if (!settings.quiet) {
+      std::fprintf(stderr,
+                   "report: not written by shard %d/%d: runs of %s are still missing; the "
+                   "shard that completes the last run writes it (or run ms.report later)\n",
+                   settings.shard_index, settings.shard_count, spec.sweep_folder.c_str());
+    }
+    report::ReportSummary waiting;
+    waiting.folder = out;
+    push_summary(L, waiting);
+    set_boolean(L, "written", false);
     return 1;
   }
   const report::ReportSummary summary = report::write_report(spec);
   if (!settings.quiet) print_summary(summary);
   push_summary(L, summary);
+  set_boolean(L, "written", true);
   return 1;
 }
 

@@ -108,7 +108,7 @@ TEST_CASE("a failing run does not stop the sweep; every failure is listed and co
   CHECK(ran.failed_runs == 2);
 }
 
-TEST_CASE("shards split a script's runs: disjoint, covering, the same on every call") {
+TEST_CASE("shards split a script's runs: disjoint, covering; the last one writes the report") {
   TempDir out;
   const std::string sweep = R"lua(
     local r = ms.sweep{ name = "s", grid = { m = { "a", "b", "c", "d", "e" } }, seeds = { 1, 2 },
@@ -117,6 +117,8 @@ TEST_CASE("shards split a script's runs: disjoint, covering, the same on every c
     for _, run in ipairs(r.completed) do names[#names + 1] = run.name end
     ms._sweep.write(ms.out .. "/shard" .. ms._sweep.shard_index .. ".txt", table.concat(names, "\n"))
     assert(#r.completed + #r.elsewhere == 10)
+    local report = ms.report{ runs = "s" }  -- written by the shard that completes the last run
+    assert(report.written == (ms._sweep.shard_index == 2))
   )lua";
   static int index;
   for (index = 0; index < 3; ++index) {

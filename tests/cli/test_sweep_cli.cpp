@@ -136,7 +136,7 @@ TEST_CASE("shards run concurrently into one folder: every run once, nothing clob
   }
 }
 
-TEST_CASE("--shard takes I/N with 0 <= I < N") {
+TEST_CASE("option --shard takes I/N with 0 <= I < N") {
   TempDir cwd;
   for (const char* bad : {"4/4", "x", "1/0"}) {
     const auto r = run_cli({"--shard", bad, kTinySweep}, cwd);

@@ -13,7 +13,7 @@ using namespace memscript::test;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
 
-TEST_CASE("--shard I/N is parsed, and anything but 0 <= I < N is refused naming the text") {
+TEST_CASE("option --shard I/N is parsed, and anything but 0 <= I < N is refused naming the text") {
   const Shard shard = parse_shard("2/5");
   CHECK(shard.index == 2);
   CHECK(shard.count == 5);
