@@ -292,6 +292,7 @@ class ReportWriter {
 
   void plot_loss() {
     Figure f = figure("training loss against step", "step", "training loss");
+    f.integer_x = true;
     for (const std::string& group : groups_)
       f.panels.push_back(make_panel(sweep_, layout_, group, lines_, loss_points));
     add_plot("loss_vs_step.svg", f, "training loss, one line per " + line_name() + seeds_note());
@@ -305,6 +306,7 @@ class ReportWriter {
     for (const std::string& group : groups_) {
       Figure f = figure(title + (group.empty() ? "" : " (" + group + ")"), x_label, "accuracy");
       f.y_range = std::make_pair(0.0, 1.0);
+      f.integer_x = true;
       for (int64_t length : lengths) {
         Panel panel = panel_for(group, length);
         panel.title = "length " + std::to_string(length);

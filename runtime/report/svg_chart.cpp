@@ -238,7 +238,7 @@ std::string escape_xml(const std::string& text) {
   return out;
 }
 
-std::vector<double> nice_ticks(double low, double high, int target_count) {
+std::vector<double> nice_ticks(double low, double high, int target_count, double min_step) {
   if (!(high > low)) return {low};
   const double raw = (high - low) / std::max(1, target_count);
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
@@ -247,6 +247,7 @@ std::vector<double> nice_ticks(double low, double high, int target_count) {
     step = factor * magnitude;
     if (step >= raw) break;
   }
+  step = std::max(step, min_step);
   std::vector<double> ticks;
   const double first = std::floor(low / step + 1e-9) * step;
   for (int i = 0;; ++i) {
@@ -270,8 +271,9 @@ std::string render_svg(const Figure& figure) {
 
   const Range x_range = x_range_of(figure);
   const Range y_range = y_range_of(figure);
-  const std::vector<double> x_ticks = figure.log_x ? log2_ticks(figure, x_range.low, x_range.high)
-                                                   : nice_ticks(x_range.low, x_range.high);
+  const std::vector<double> x_ticks =
+      figure.log_x ? log2_ticks(figure, x_range.low, x_range.high)
+                   : nice_ticks(x_range.low, x_range.high, 5, figure.integer_x ? 1 : 0);
   Range x_shown = x_range;
   if (!figure.log_x) x_shown = {std::min(x_range.low, x_ticks.front()), x_ticks.back()};
   std::vector<double> y_ticks = nice_ticks(y_range.low, y_range.high);

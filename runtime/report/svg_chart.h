@@ -25,7 +25,8 @@ struct Figure {
   std::string title;
   std::string x_label;
   std::string y_label;
-  bool log_x = false;                                // base-2 axis, for lengths
+  bool log_x = false;      // base-2 axis, for lengths
+  bool integer_x = false;  // steps, positions: no ticks between whole numbers
   std::optional<std::pair<double, double>> y_range;  // fixed (accuracy: 0..1); else from data
   std::vector<std::string> legend;                   // every label, in colour order
   std::vector<Panel> panels;                         // small multiples, up to three a row
@@ -33,8 +34,9 @@ struct Figure {
 
 std::string render_svg(const Figure& figure);
 
-// Tick positions for a linear axis over [low, high]: 1, 2 or 5 times a power of ten apart.
-std::vector<double> nice_ticks(double low, double high, int target_count = 5);
+// Tick positions for a linear axis over [low, high]: 1, 2 or 5 times a power of ten apart,
+// and at least `min_step` apart (1 for whole-number axes).
+std::vector<double> nice_ticks(double low, double high, int target_count = 5, double min_step = 0);
 
 // "0.5", "128", "1e-05": short, locale-free, the same on every machine.
 std::string format_number(double value);

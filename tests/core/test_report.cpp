@@ -86,6 +86,7 @@ TEST_CASE("nice ticks are 1, 2 or 5 times a power of ten apart and cover the ran
   CHECK(ticks.front() == 0);
   CHECK(ticks.back() >= 2000);
   CHECK(ticks[1] - ticks[0] == 500);
+  CHECK(nice_ticks(2, 4, 5, 1) == std::vector<double>{2, 3, 4});  // steps: whole numbers only
   CHECK(format_number(0.6000000000000001) == "0.6");
   CHECK(format_number(128) == "128");
   CHECK(format_number(-0.0) == "0");
