@@ -91,7 +91,7 @@ TEST_CASE("ms.sweep skips complete runs and moves an incomplete one aside before
   CHECK(read_file(out / "runs/s/m=a,seed=1/status") == "completed\n");
 }
 
-TEST_CASE("a failing run does not stop the sweep; every failure is listed and counted") {
+TEST_CASE("a failing run does not stop the sweep, and every failure is listed and counted") {
   TempDir out;
   const Outcome ran = run_in(out, R"lua(
     local r = ms.sweep{ name = "s", grid = { m = { "a", "b", "c", "d" } }, seeds = { 1 },
@@ -108,7 +108,7 @@ TEST_CASE("a failing run does not stop the sweep; every failure is listed and co
   CHECK(ran.failed_runs == 2);
 }
 
-TEST_CASE("shards split a script's runs: disjoint, covering; the last one writes the report") {
+TEST_CASE("shards split a script's runs: disjoint, covering, and the last one writes the report") {
   TempDir out;
   const std::string sweep = R"lua(
     local r = ms.sweep{ name = "s", grid = { m = { "a", "b", "c", "d", "e" } }, seeds = { 1, 2 },

@@ -56,7 +56,7 @@ const std::vector<std::string> kTinyRuns = {"mixer=lstm,seed=1", "mixer=lstm,see
 }  // namespace
 
 TEST_CASE(
-    "a sweep of tiny runs reports every run with the numbers of its eval.csv; a rerun skips") {
+    "a sweep of tiny runs reports every run with the numbers of its eval.csv and a rerun skips") {
   TempDir cwd;
   const auto first = run_cli({"--out", "runs", kTinySweep}, cwd);
   INFO(first.err);
