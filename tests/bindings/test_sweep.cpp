@@ -208,6 +208,13 @@ TEST_CASE("ms.report reads a sweep inside the output folder and writes its repor
     assert(not ok and err:find("option 'out'"), err)
     ok, err = pcall(ms.report, { runs = "s", line = "colour" })
     assert(not ok and err:find("not a grid key"), err)
+    -- the sweep's own helpers obey the sandbox too
+    ok, err = pcall(ms._sweep.write, "/tmp/memscript-sweep-escape.txt", "x")
+    assert(not ok and err:find("outside the output folder"), err)
+    ok, err = pcall(ms._sweep.lock, ms.out .. "/../escape.lock")
+    assert(not ok and err:find("outside the output folder"), err)
+    ok, err = pcall(ms._sweep.move_aside, ms.out .. "/s/mixer=a,seed=1", "/tmp/attic")
+    assert(not ok and err:find("outside the output folder"), err)
   )lua");
   INFO(ran.error);
   REQUIRE(ran.code == 0);
