@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "bindings/lua_sweep.h"
 #include "bindings/module.h"
 #include "bindings/session.h"
 #include "bindings/types.h"
@@ -123,6 +124,9 @@ int open_core(lua_State* L) {
   set_function(L, "evaluate", protect<evaluate_binding>);
   set_function(L, "tensor", protect<tensor_from_table>);
   set_function(L, "param", protect<param>);
+  set_function(L, "report", protect<report_binding>);
+  push_sweep_helpers(L);
+  lua_setfield(L, -2, "_sweep");
   push_versions(L);
   lua_setfield(L, -2, "version");
   lua_pushstring(L, settings.device.c_str());

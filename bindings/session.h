@@ -26,6 +26,9 @@ struct Settings {
   bool quiet = false;                          // no progress lines
   std::filesystem::path stdlib_dir;            // where `require` finds the stdlib
   std::vector<std::string> command_line;       // as typed, for the run folder
+  int shard_index = 0;                         // --shard I/N: ms.sweep runs only shard I
+  int shard_count = 0;                         //   of N (0: not sharded, run everything)
+  bool plan_sweeps = false;                    // `memscript slurm`: ms.sweep only counts runs
 };
 
 struct Session {
@@ -35,6 +38,8 @@ struct Session {
   std::set<std::string> params_read;
   bool usage_error = false;      // an error that is the command line's fault
   std::optional<int> exit_code;  // set by os.exit in the sandbox
+  long long planned_runs = 0;    // runs of every ms.sweep so far (all shards)
+  long long failed_runs = 0;     // runs of this process's sweeps that failed
 };
 
 // The session stored in the state's registry by the interpreter.

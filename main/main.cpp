@@ -18,9 +18,11 @@
 #include <cxxopts.hpp>
 
 #include "bindings/interpreter.h"
+#include "main/slurm.h"
 #include "memscript_config.h"
 #include "runtime/device.h"
 #include "runtime/options.h"
+#include "runtime/sweep/shard.h"
 #include "runtime/versions.h"
 
 namespace fs = std::filesystem;
@@ -37,8 +39,8 @@ class UsageError : public std::runtime_error {
 };
 
 // The options that take a value in the next argument, for finding where the script starts.
-const std::set<std::string> kOptionsWithValue = {"-e",    "--device", "--threads",
-                                                 "--out", "--seed",   "--set"};
+const std::set<std::string> kOptionsWithValue = {"-e",     "--device", "--threads", "--out",
+                                                 "--seed", "--set",    "--shard"};
 
 // argv[1 .. first) are memscript's options, argv[first] the script, the rest its arguments.
 int find_script_index(int argc, char** argv) {
@@ -65,6 +67,8 @@ cxxopts::Options make_options() {
       cxxopts::value<std::string>()->default_value("41"))(
       "set", "key=value, read by the script with ms.param(\"key\", default) (repeatable)",
       cxxopts::value<std::vector<std::string>>())(
+      "shard", "I/N: ms.sweep runs only shard I of N (0 <= I < N); see also `memscript slurm`",
+      cxxopts::value<std::string>())(
       "dry-run", "build models and tasks, print the plan and parameter counts, train nothing")(
       "e", "run CODE (before the script, if any)", cxxopts::value<std::vector<std::string>>(),
       "CODE")("quiet", "no progress lines")(
@@ -152,6 +156,8 @@ void print_versions() {
 }
 
 int run(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "slurm")
+    return memscript::run_slurm_command(argc - 1, argv + 1, find_stdlib(argv[0]));
   const int script_index = find_script_index(argc, argv);
   cxxopts::Options options = make_options();
   cxxopts::ParseResult parsed;
@@ -179,6 +185,15 @@ int run(int argc, char** argv) {
   if (parsed.count("out")) check_output_folder(settings.output_root);
   if (parsed.count("set"))
     settings.params = parse_params(parsed["set"].as<std::vector<std::string>>());
+  if (parsed.count("shard")) {
+    try {
+      const memscript::Shard shard = memscript::parse_shard(parsed["shard"].as<std::string>());
+      settings.shard_index = shard.index;
+      settings.shard_count = shard.count;
+    } catch (const UserError& error) {
+      throw UsageError(error.what());
+    }
+  }
   if (parsed.count("threads")) {
     settings.threads = parse_positive("threads", parsed["threads"].as<std::string>());
     memscript::set_threads(settings.threads);
@@ -214,6 +229,11 @@ int run(int argc, char** argv) {
   for (const std::string& key : interpreter.unread_params()) {
     std::fprintf(stderr, "memscript: warning: --set %s was never read by the script (ms.param)\n",
                  key.c_str());
+  }
+  const long long failed_runs = memscript::lua::session(interpreter.state()).failed_runs;
+  if (status == kSuccess && failed_runs > 0) {
+    std::fprintf(stderr, "memscript: %lld sweep runs failed (listed above)\n", failed_runs);
+    return kScriptError;
   }
   return status;
 }

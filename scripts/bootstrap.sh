@@ -4,6 +4,8 @@
 #   scripts/bootstrap.sh                 install what is missing, say what was done
 #   scripts/bootstrap.sh --print-python  also install, then print only the path of the
 #                                        Python that carries libtorch (for CMake)
+#   scripts/bootstrap.sh --slurm         also install Slurm and munge (Debian slurm-wlm, munge)
+#                                        for the test that runs a sweep on a local cluster
 #
 # libtorch comes from the PyPI `torch` wheel, pinned in scripts/torch-version (the one place
 # the version is written). It goes into a per-user cache outside the clone, so every fresh
@@ -15,7 +17,14 @@ torch_version=$(tr -d '[:space:]' <"$root/scripts/torch-version")
 cache=${MEMSCRIPT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/memscript}
 venv=$cache/torch-$torch_version
 print_python=0
-[[ ${1:-} == --print-python ]] && print_python=1
+with_slurm=0
+for argument in "$@"; do
+  case $argument in
+    --print-python) print_python=1 ;;
+    --slurm) with_slurm=1 ;;
+    *) die "unknown option $argument (known: --print-python, --slurm)" ;;
+  esac
+done
 
 # With --print-python stdout carries the path alone, so progress goes to stderr.
 say() { printf 'bootstrap: %s\n' "$*" >&2; }
@@ -47,21 +56,28 @@ apt_install() {
 
 package_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
+# install_missing WHAT PACKAGE...: installs the packages not installed yet.
+install_missing() {
+  local what=$1
+  shift
+  local missing=()
+  for p in "$@"; do
+    package_installed "$p" || missing+=("$p")
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    say "$what present ($*)"
+  else
+    apt_install "${missing[@]}"
+  fi
+}
+
 install_debian_packages() {
   local wanted=(liblua5.4-dev libcxxopts-dev catch2 nlohmann-json3-dev ccache)
   command -v cmake >/dev/null || wanted+=(cmake)
   command -v g++ >/dev/null || wanted+=(g++)
   command -v make >/dev/null || wanted+=(make)
   python3 -m venv --help >/dev/null 2>&1 || wanted+=(python3 python3-venv)
-  local missing=()
-  for p in "${wanted[@]}"; do
-    package_installed "$p" || missing+=("$p")
-  done
-  if [[ ${#missing[@]} -eq 0 ]]; then
-    say "Debian packages present (${wanted[*]})"
-  else
-    apt_install "${missing[@]}"
-  fi
+  install_missing "Debian packages" "${wanted[@]}"
 }
 
 install_torch() {
@@ -88,6 +104,8 @@ install_torch() {
 }
 
 install_debian_packages
+# Optional: the Slurm test (tests/slurm/) is skipped, loudly, where these are missing.
+[[ $with_slurm -eq 1 ]] && install_missing "Slurm packages" slurm-wlm munge
 install_torch
 if [[ $print_python -eq 1 ]]; then
   echo "$venv/bin/python"

@@ -1,6 +1,7 @@
 -- The memscript module: the bound API (memscript.core, written in C++) plus helpers written
 -- in Lua on top of it. Preloaded as the global `ms`.
 local ms = require "memscript.core"
+require "memscript.sweep"(ms)
 
 local function sorted_keys(t)
   local keys = {}

@@ -1,0 +1,284 @@
+// ms._sweep (what stdlib/memscript/sweep.lua needs from C++) and ms.report.
+
+#include "bindings/lua_sweep.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+#include "bindings/convert.h"
+#include "bindings/error.h"
+#include "bindings/sandbox.h"
+#include "bindings/session.h"
+#include "runtime/report/report.h"
+#include "runtime/report/run_data.h"
+#include "runtime/run_folder.h"
+#include "runtime/sweep/run_lock.h"
+
+namespace memscript::lua {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kLockType = "memscript.RunLock";
+
+std::string string_at(lua_State* L, int position, const char* what) {
+  if (lua_type(L, position) != LUA_TSTRING) {
+    argument_error(
+        L, position,
+        std::string("string expected (") + what + "), got " + luaL_typename(L, position));
+  }
+  return lua_tostring(L, position);
+}
+
+// --- run locks: a RunLock living in a userdata, released by :release(), <close> or the GC ---
+
+RunLock* lock_at(lua_State* L, int position) {
+  return static_cast<RunLock*>(luaL_testudata(L, position, kLockType));
+}
+
+int release_lock(lua_State* L) {
+  if (RunLock* lock = lock_at(L, 1)) lock->release();
+  return 0;
+}
+
+int destroy_lock(lua_State* L) {
+  if (RunLock* lock = lock_at(L, 1)) lock->~RunLock();
+  return 0;
+}
+
+// _sweep.lock(path): a held lock, or nil when another process holds it.
+int lock_run(lua_State* L) {
+  const std::string path = string_at(L, 1, "the lock file");
+  check_write_allowed(L, "ms.sweep", path);
+  RunLock lock = RunLock::try_acquire(path);
+  if (!lock.locked()) {
+    lua_pushnil(L);
+    return 1;
+  }
+  void* memory = lua_newuserdatauv(L, sizeof(RunLock), 0);
+  new (memory) RunLock(std::move(lock));
+  luaL_setmetatable(L, kLockType);
+  return 1;
+}
+
+void register_lock_type(lua_State* L) {
+  if (!luaL_newmetatable(L, kLockType)) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pushcfunction(L, destroy_lock);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, release_lock);
+  lua_setfield(L, -2, "__close");
+  lua_newtable(L);
+  lua_pushcfunction(L, release_lock);
+  lua_setfield(L, -2, "release");
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+}
+
+// _sweep.move_aside(folder, attic) -> the folder's new path
+int move_folder_aside(lua_State* L) {
+  const std::string folder = string_at(L, 1, "the run folder");
+  const std::string attic = string_at(L, 2, "the folder to move it into");
+  check_write_allowed(L, "ms.sweep", folder);
+  check_write_allowed(L, "ms.sweep", attic);
+  const std::string moved = move_aside(folder, attic).string();
+  lua_pushlstring(L, moved.data(), moved.size());
+  return 1;
+}
+
+// _sweep.write(path, content): atomically, creating the folders on the way.
+int write_text(lua_State* L) {
+  const std::string path = string_at(L, 1, "the file");
+  const std::string content = string_at(L, 2, "the content");
+  check_write_allowed(L, "ms.sweep", path);
+  std::error_code error;
+  fs::create_directories(fs::path(path).parent_path(), error);
+  if (error) throw UserError("cannot create the folder of " + path + ": " + error.message());
+  write_file_atomic(path, content);
+  return 0;
+}
+
+int path_exists(lua_State* L) {
+  const std::string path = string_at(L, 1, "a path");
+  std::error_code error;
+  lua_pushboolean(L, fs::exists(path, error));
+  return 1;
+}
+
+// _sweep.count(planned, failed): adds to the session's counters (read by `memscript slurm`
+// and by the exit code).
+int count_runs(lua_State* L) {
+  Session& current = session(L);
+  current.planned_runs += luaL_optinteger(L, 1, 0);
+  current.failed_runs += luaL_optinteger(L, 2, 0);
+  return 0;
+}
+
+// _sweep.script() and _sweep.command_line(): asked when a sweep runs, since the module is
+// loaded before the interpreter knows its script.
+int script_path(lua_State* L) {
+  const std::string script = session(L).script.string();
+  lua_pushlstring(L, script.data(), script.size());
+  return 1;
+}
+
+void push_strings(lua_State* L, const std::vector<std::string>& values) {
+  lua_createtable(L, static_cast<int>(values.size()), 0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    lua_pushlstring(L, values[i].data(), values[i].size());
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+}
+
+int command_line(lua_State* L) {
+  push_strings(L, session(L).settings.command_line);
+  return 1;
+}
+
+void set_function(lua_State* L, const char* name, lua_CFunction function) {
+  lua_pushcfunction(L, function);
+  lua_setfield(L, -2, name);
+}
+
+void set_string(lua_State* L, const char* name, const std::string& value) {
+  lua_pushlstring(L, value.data(), value.size());
+  lua_setfield(L, -2, name);
+}
+
+void set_integer(lua_State* L, const char* name, lua_Integer value) {
+  lua_pushinteger(L, value);
+  lua_setfield(L, -2, name);
+}
+
+void set_boolean(lua_State* L, const char* name, bool value) {
+  lua_pushboolean(L, value);
+  lua_setfield(L, -2, name);
+}
+
+// --- ms.report --------------------------------------------------------------------------------
+
+// A folder named relative to the output root, which it may not leave (unless --unsafe).
+fs::path inside_root(lua_State* L, Options& options, const std::string& key,
+                     const std::string& name) {
+  const Settings& settings = session(L).settings;
+  const fs::path path(name);
+  bool escapes = name.empty() || path.is_absolute();
+  for (const auto& part : path) escapes = escapes || part == "..";
+  if (escapes && !settings.unsafe) {
+    options.fail(key, "= \"" + name + "\" must be a folder inside the output folder " +
+                          settings.output_root.string() + ", named relative to it (no '..')");
+  }
+  return path.is_absolute() ? path : settings.output_root / path;
+}
+
+void push_summary(lua_State* L, const report::ReportSummary& summary) {
+  lua_createtable(L, 0, 8);
+  set_string(L, "folder", summary.folder.string());
+  set_string(L, "index", (summary.folder / "index.html").string());
+  push_strings(L, summary.files);
+  lua_setfield(L, -2, "files");
+  set_integer(L, "runs", summary.runs);
+  set_integer(L, "completed", summary.completed);
+  push_strings(L, summary.incomplete);
+  lua_setfield(L, -2, "incomplete");
+  lua_createtable(L, static_cast<int>(summary.shards_to_rerun.size()), 0);
+  for (size_t i = 0; i < summary.shards_to_rerun.size(); ++i) {
+    lua_pushinteger(L, summary.shards_to_rerun[i]);
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+  lua_setfield(L, -2, "shards_to_rerun");
+  push_strings(L, summary.rerun);
+  lua_setfield(L, -2, "rerun");
+}
+
+bool all_runs_complete(const fs::path& sweep_folder) {
+  const report::SweepData sweep = report::read_sweep(sweep_folder);
+  for (const report::RunData& run : sweep.runs)
+    if (!run.complete()) return false;
+  return true;
+}
+
+void print_summary(const report::ReportSummary& summary) {
+  std::fprintf(stderr, "report: %s (%d runs, %d completed)\n",
+               (summary.folder / "index.html").c_str(), summary.runs, summary.completed);
+  if (!summary.incomplete.empty()) {
+    std::fprintf(stderr, "report: %zu runs not completed; to rerun only them:\n",
+                 summary.incomplete.size());
+    for (const std::string& command : summary.rerun)
+      std::fprintf(stderr, "  %s\n", command.c_str());
+  }
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+void push_sweep_helpers(lua_State* L) {
+  register_lock_type(L);
+  const Settings& settings = session(L).settings;
+  lua_newtable(L);
+  set_function(L, "lock", protect<lock_run>);
+  set_function(L, "move_aside", protect<move_folder_aside>);
+  set_function(L, "write", protect<write_text>);
+  set_function(L, "exists", protect<path_exists>);
+  set_function(L, "count", protect<count_runs>);
+  if (settings.shard_count > 0) {
+    set_integer(L, "shard_index", settings.shard_index);
+    set_integer(L, "shard_count", settings.shard_count);
+  }
+  set_boolean(L, "plan_only", settings.plan_sweeps);
+  set_boolean(L, "quiet", settings.quiet);
+  set_function(L, "script", protect<script_path>);
+  set_function(L, "command_line", protect<command_line>);
+  if (const char* job_script = std::getenv("MEMSCRIPT_JOB_SCRIPT"))
+    set_string(L, "job_script", job_script);
+}
+
+int report_binding(lua_State* L) {
+  Options options = read_options(L, 1, "ms.report");
+  const std::optional<std::string> runs = options.optional_string("runs");
+  if (!runs) options.fail("runs", "is required (the sweep's folder, like \"parity\")");
+  report::ReportOptions spec;
+  spec.sweep_folder = inside_root(L, options, "runs", *runs);
+  if (const auto out = options.optional_string("out"))
+    spec.out_folder = inside_root(L, options, "out", *out);
+  spec.line_key = options.string("line", "");
+  spec.title = options.string("title", "");
+  options.finish();
+  const fs::path out = spec.out_folder.empty() ? spec.sweep_folder / "report" : spec.out_folder;
+  check_write_allowed(L, "ms.report", (out / "index.html").string());
+  const Settings& settings = session(L).settings;
+  if (settings.dry_run) {  // the runs it would read were not trained: write nothing
+    if (!settings.plan_sweeps)
+      std::printf("dry run: a report of %s into %s\n", spec.sweep_folder.c_str(), out.c_str());
+    report::ReportSummary planned;
+    planned.folder = out;
+    push_summary(L, planned);
+    set_boolean(L, "written", false);
+    return 1;
+  }
+  if (settings.shard_count > 0 && !all_runs_complete(spec.sweep_folder)) {
+    // Shards that finish early leave the report to the last one (or to a later ms.report).
+    if (!settings.quiet) {
+      std::fprintf(stderr,
+                   "report: not written by shard %d/%d: runs of %s are still missing; the "
+                   "shard that completes the last run writes it (or run ms.report later)\n",
+                   settings.shard_index, settings.shard_count, spec.sweep_folder.c_str());
+    }
+    report::ReportSummary waiting;
+    waiting.folder = out;
+    push_summary(L, waiting);
+    set_boolean(L, "written", false);
+    return 1;
+  }
+  const report::ReportSummary summary = report::write_report(spec);
+  if (!settings.quiet) print_summary(summary);
+  push_summary(L, summary);
+  set_boolean(L, "written", true);
+  return 1;
+}
+
+}  // namespace memscript::lua

@@ -1,0 +1,227 @@
+#include "runtime/report/run_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "runtime/options.h"
+
+namespace memscript::report {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::optional<std::string> read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+std::vector<std::string> split(const std::string& line, char separator) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream stream(line);
+  while (std::getline(stream, part, separator)) parts.push_back(part);
+  if (!line.empty() && line.back() == separator) parts.emplace_back();
+  return parts;
+}
+
+double number(const std::map<std::string, std::string>& row, const std::string& key) {
+  const auto found = row.find(key);
+  if (found == row.end() || found->second.empty()) return kNaN;
+  char* end = nullptr;
+  const double value = std::strtod(found->second.c_str(), &end);
+  return *end == '\0' ? value : kNaN;
+}
+
+int64_t integer(const std::map<std::string, std::string>& row, const std::string& key) {
+  const double value = number(row, key);
+  return std::isfinite(value) ? static_cast<int64_t>(std::llround(value)) : -1;
+}
+
+double json_number(const json& object, const char* key) {
+  const auto found = object.find(key);
+  return found != object.end() && found->is_number() ? found->get<double>() : kNaN;
+}
+
+std::vector<MetricRow> read_metrics(const fs::path& path) {
+  std::vector<MetricRow> rows;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const json object = json::parse(line, nullptr, false);
+    if (!object.is_object() || !object.contains("step")) continue;
+    rows.push_back({static_cast<int64_t>(json_number(object, "step")), json_number(object, "loss"),
+                    json_number(object, "accuracy")});
+  }
+  return rows;
+}
+
+std::vector<EvalRow> read_evals(const fs::path& path) {
+  std::vector<EvalRow> rows;
+  for (const auto& row : read_csv(path)) {
+    rows.push_back({integer(row, "step"), integer(row, "length"), number(row, "accuracy"),
+                    number(row, "sequence_accuracy"), number(row, "recall"), number(row, "loss")});
+  }
+  return rows;
+}
+
+std::vector<PositionRow> read_positions(const fs::path& path) {
+  std::vector<PositionRow> rows;
+  for (const auto& row : read_csv(path)) {
+    rows.push_back({integer(row, "step"), integer(row, "length"), integer(row, "position"),
+                    number(row, "accuracy")});
+  }
+  return rows;
+}
+
+std::string first_line(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  return line;
+}
+
+void read_run_files(RunData& run) {
+  std::error_code error;
+  run.present = fs::is_directory(run.folder, error);
+  if (!run.present) return;
+  if (const auto status = read_text(run.folder / "status")) run.status = first_line(*status);
+  run.metrics = read_metrics(run.folder / "metrics.jsonl");
+  run.evals = read_evals(run.folder / "eval.csv");
+  run.positions = read_positions(run.folder / "eval_positions.csv");
+  if (run.labels.empty()) {  // not from a manifest: label it by its mixer, when known
+    const auto config = read_text(run.folder / "config.json");
+    const json parsed = config ? json::parse(*config, nullptr, false) : json();
+    if (parsed.is_object() && parsed.contains("model") && parsed["model"].contains("mixer")) {
+      const json& mixer = parsed["model"]["mixer"];
+      run.labels["mixer"] = mixer.is_string() ? mixer.get<std::string>() : mixer.dump();
+    }
+  }
+}
+
+std::string json_text(const json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+void read_manifest(SweepData& sweep, const json& manifest) {
+  sweep.name = manifest.value("sweep", sweep.name);
+  sweep.script = manifest.value("script", "");
+  sweep.job_script = manifest.value("job_script", "");
+  for (const json& word : manifest.value("command_line", json::array()))
+    sweep.command_line.push_back(json_text(word));
+  if (manifest.contains("shards") && manifest["shards"].is_number_integer())
+    sweep.shards = manifest["shards"].get<int>();
+  for (const json& key : manifest.value("keys", json::array())) {
+    const std::string name = json_text(key);
+    sweep.keys.push_back(name);
+  }
+  if (manifest.contains("values") && manifest["values"].is_object()) {
+    for (const auto& [key, list] : manifest["values"].items())
+      for (const json& value : list) sweep.values[key].push_back(json_text(value));
+  }
+  for (const json& entry : manifest.value("runs", json::array())) {
+    RunData run;
+    run.name = entry.value("name", "");
+    if (run.name.empty()) continue;
+    run.folder = sweep.folder / run.name;
+    const json labels = entry.value("labels", json::object());
+    for (const auto& [key, value] : labels.items()) run.labels[key] = json_text(value);
+    if (entry.contains("shard") && entry["shard"].is_number_integer())
+      run.shard = entry["shard"].get<int>();
+    sweep.runs.push_back(std::move(run));
+  }
+}
+
+bool looks_like_run(const fs::path& folder) {
+  std::error_code error;
+  return fs::exists(folder / "status", error) || fs::exists(folder / "config.json", error);
+}
+
+// Run folders that the manifest does not name (runs of an earlier grid, or plain runs).
+void add_unlisted_runs(SweepData& sweep) {
+  std::set<std::string> listed;
+  for (const RunData& run : sweep.runs) listed.insert(run.name);
+  std::vector<std::string> others;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(sweep.folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] == '.' || name == "report" || listed.count(name)) continue;
+    if (entry.is_directory(error) && looks_like_run(entry.path())) others.push_back(name);
+  }
+  std::sort(others.begin(), others.end());
+  for (const std::string& name : others) {
+    RunData run;
+    run.name = name;
+    run.folder = sweep.folder / name;
+    sweep.runs.push_back(std::move(run));
+  }
+}
+
+}  // namespace
+
+bool RunData::complete() const { return status.rfind("completed", 0) == 0; }
+
+std::string RunData::state() const {
+  if (!present) return "missing";
+  if (status.empty()) return "unknown";
+  return status.substr(0, status.find_first_of(": "));
+}
+
+std::vector<EvalRow> RunData::final_evals() const {
+  int64_t last = -1;
+  for (const EvalRow& row : evals) last = std::max(last, row.step);
+  std::vector<EvalRow> rows;
+  for (const EvalRow& row : evals)
+    if (row.step == last) rows.push_back(row);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const EvalRow& a, const EvalRow& b) { return a.length < b.length; });
+  return rows;
+}
+
+std::vector<std::map<std::string, std::string>> read_csv(const fs::path& path) {
+  std::vector<std::map<std::string, std::string>> rows;
+  std::ifstream in(path);
+  std::string line;
+  if (!std::getline(in, line)) return rows;
+  const std::vector<std::string> header = split(line, ',');
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::vector<std::string> cells = split(line, ',');
+    if (cells.size() < header.size()) continue;
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < header.size(); ++i) row[header[i]] = cells[i];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+SweepData read_sweep(const fs::path& folder) {
+  std::error_code error;
+  if (!fs::is_directory(folder, error))
+    throw UserError("ms.report: no sweep folder " + folder.string());
+  SweepData sweep;
+  sweep.folder = folder;
+  sweep.name = folder.filename().string();
+  if (const auto manifest_text = read_text(folder / "sweep.json")) {
+    const json manifest = json::parse(*manifest_text, nullptr, false);
+    if (!manifest.is_object())
+      throw UserError("ms.report: " + (folder / "sweep.json").string() + " is not valid JSON");
+    read_manifest(sweep, manifest);
+  }
+  add_unlisted_runs(sweep);
+  for (RunData& run : sweep.runs) read_run_files(run);
+  return sweep;
+}
+
+}  // namespace memscript::report

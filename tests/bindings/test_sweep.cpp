@@ -1,0 +1,223 @@
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "harness.h"
+#include "runtime/sweep/run_lock.h"
+
+using namespace memscript::test;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A run function that trains nothing: it writes the status file ms.train would write.
+const std::string kFakeRun = R"lua(
+  local function finish(p, status)
+    ms._sweep.write(ms.out .. "/" .. p.out .. "/status", (status or "completed") .. "\n")
+  end
+)lua";
+
+struct Outcome {
+  int code;
+  std::string error;
+  long long failed_runs;
+  long long planned_runs;
+};
+
+Outcome run_in(const TempDir& out, const std::string& code,
+               void (*adjust)(memscript::lua::Settings&) = nullptr) {
+  memscript::lua::Settings settings = test_settings(out);
+  if (adjust) adjust(settings);
+  memscript::lua::Interpreter interpreter(std::move(settings));
+  const int code_status = interpreter.run_code(kFakeRun + code, "=test");
+  const auto& session = memscript::lua::session(interpreter.state());
+  return {code_status, interpreter.last_error(), session.failed_runs, session.planned_runs};
+}
+
+}  // namespace
+
+TEST_CASE("ms.sweep runs the grid in a fixed order under names made from the parameters") {
+  TempDir out;
+  const Outcome ran = run_in(out, R"lua(
+    local seen = {}
+    local r = ms.sweep{ name = "s", grid = { b = { 1, 2 }, a = { "x", { "y", "z" } } }, seeds = { 7, 8 },
+      run = function(p)
+        assert(p.out == "s/" .. p.name)
+        seen[#seen + 1] = p.name
+        finish(p)
+        return p.a
+      end }
+    local expected = {
+      "a=x,b=1,seed=7", "a=x,b=1,seed=8", "a=x,b=2,seed=7", "a=x,b=2,seed=8",
+      "a=y+z,b=1,seed=7", "a=y+z,b=1,seed=8", "a=y+z,b=2,seed=7", "a=y+z,b=2,seed=8" }
+    assert(#seen == #expected, #seen)
+    for i, name in ipairs(expected) do assert(seen[i] == name, seen[i]) end
+    assert(#r.completed == 8 and #r.failed == 0 and #r.skipped == 0)
+    assert(r.completed[5].result[2] == "z" and r.completed[5].params.b == 1)
+    -- order = {...} makes b the slow key
+    local order = {}
+    ms.sweep{ name = "t", grid = { b = { 1, 2 }, a = { "x", "y" } }, order = { "b", "a" }, seeds = { 1 },
+      run = function(p) order[#order + 1] = p.name end }
+    assert(order[2] == "b=1,a=y,seed=1", order[2])
+  )lua");
+  INFO(ran.error);
+  REQUIRE(ran.code == 0);
+  const std::string manifest = read_file(out / "runs/s/sweep.json");
+  CHECK_THAT(manifest, Contains("\"keys\":[\"a\",\"b\"]") &&
+                           Contains("\"values\":{\"a\":[\"x\",\"y+z\"],\"b\":[\"1\",\"2\"]") &&
+                           Contains("{\"labels\":{\"a\":\"x\",\"b\":\"1\",\"seed\":\"7\"},"
+                                    "\"name\":\"a=x,b=1,seed=7\"}"));
+}
+
+TEST_CASE("ms.sweep skips complete runs and moves an incomplete one aside before rerunning it") {
+  TempDir out;
+  const Outcome ran = run_in(out, R"lua(
+    local calls = 0
+    local spec = { name = "s", grid = { m = { "a", "b" } }, seeds = { 1 },
+                   run = function(p) calls = calls + 1; finish(p) end }
+    ms.sweep(spec)
+    assert(calls == 2)
+    local r = ms.sweep(spec)
+    assert(calls == 2 and #r.skipped == 2 and #r.completed == 0)
+    ms._sweep.write(ms.out .. "/s/m=a,seed=1/status", "running\n")
+    r = ms.sweep(spec)
+    assert(calls == 3 and #r.completed == 1 and #r.skipped == 1)
+    assert(r.completed[1].moved_to:find("/s/%.incomplete/m=a,seed=1%-1$"), r.completed[1].moved_to)
+  )lua");
+  INFO(ran.error);
+  REQUIRE(ran.code == 0);
+  CHECK(read_file(out / "runs/s/.incomplete/m=a,seed=1-1/status") == "running\n");
+  CHECK(read_file(out / "runs/s/m=a,seed=1/status") == "completed\n");
+}
+
+TEST_CASE("a failing run does not stop the sweep, and every failure is listed and counted") {
+  TempDir out;
+  const Outcome ran = run_in(out, R"lua(
+    local r = ms.sweep{ name = "s", grid = { m = { "a", "b", "c", "d" } }, seeds = { 1 },
+      run = function(p)
+        if p.m == "b" or p.m == "d" then error("broken " .. p.m) end
+        finish(p)
+      end }
+    assert(#r.completed == 2 and #r.failed == 2)
+    assert(r.failed[1].name == "m=b,seed=1" and r.failed[1].error:find("broken b"), r.failed[1].error)
+    assert(r.failed[2].name == "m=d,seed=1")
+  )lua");
+  INFO(ran.error);
+  REQUIRE(ran.code == 0);
+  CHECK(ran.failed_runs == 2);
+}
+
+TEST_CASE("shards split a script's runs: disjoint, covering, and the last one writes the report") {
+  TempDir out;
+  const std::string sweep = R"lua(
+    local r = ms.sweep{ name = "s", grid = { m = { "a", "b", "c", "d", "e" } }, seeds = { 1, 2 },
+      run = function(p) finish(p) end }
+    local names = {}
+    for _, run in ipairs(r.completed) do names[#names + 1] = run.name end
+    ms._sweep.write(ms.out .. "/shard" .. ms._sweep.shard_index .. ".txt", table.concat(names, "\n"))
+    assert(#r.completed + #r.elsewhere == 10)
+    local report = ms.report{ runs = "s" }  -- written by the shard that completes the last run
+    assert(report.written == (ms._sweep.shard_index == 2))
+  )lua";
+  static int index;
+  for (index = 0; index < 3; ++index) {
+    const Outcome ran = run_in(out, sweep, [](memscript::lua::Settings& settings) {
+      settings.shard_index = index;
+      settings.shard_count = 3;
+    });
+    INFO(ran.error);
+    REQUIRE(ran.code == 0);
+  }
+  std::multiset<std::string> all;
+  for (int shard = 0; shard < 3; ++shard) {
+    std::istringstream lines(read_file(out / ("runs/shard" + std::to_string(shard) + ".txt")));
+    std::string name;
+    int count = 0;
+    while (std::getline(lines, name)) all.insert(name), ++count;
+    CHECK((count == 3 || count == 4));
+  }
+  CHECK(all.size() == 10);
+  CHECK(std::set<std::string>(all.begin(), all.end()).size() == 10);
+  CHECK_THAT(read_file(out / "runs/s/sweep.json"), Contains("\"shards\":3"));
+}
+
+TEST_CASE("a run another process holds the lock of is left alone and reported busy") {
+  TempDir out;
+  const memscript::RunLock held =
+      memscript::RunLock::try_acquire(out / "runs/s/.locks/m=a,seed=1.lock");
+  REQUIRE(held.locked());
+  const Outcome ran = run_in(out, R"lua(
+    local r = ms.sweep{ name = "s", grid = { m = { "a", "b" } }, seeds = { 1 }, run = function(p) finish(p) end }
+    assert(#r.busy == 1 and r.busy[1].name == "m=a,seed=1" and #r.completed == 1)
+  )lua");
+  INFO(ran.error);
+  CHECK(ran.code == 0);
+  CHECK_FALSE(fs::exists(out / "runs/s/m=a,seed=1"));
+}
+
+TEST_CASE("under `memscript slurm` sweeps only count their runs") {
+  TempDir out;
+  const Outcome ran = run_in(out, R"lua(
+    ms.sweep{ name = "s", grid = { m = { "a", "b", "c" } }, seeds = { 1, 2 }, run = function() error("ran") end }
+    ms.sweep{ name = "t", run = function() error("ran") end }
+  )lua",
+                             [](memscript::lua::Settings& settings) {
+                               settings.plan_sweeps = true;
+                               settings.dry_run = true;
+                             });
+  INFO(ran.error);
+  CHECK(ran.code == 0);
+  CHECK(ran.planned_runs == 7);
+  CHECK_FALSE(fs::exists(out / "runs/s"));
+}
+
+TEST_CASE("bad ms.sweep options are errors naming the option and the script line") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"ms.sweep{ name = 's', run = print, colour = 1 }", "unknown option 'colour'"},
+      {"ms.sweep{ name = 's' }", "option 'run' is required"},
+      {"ms.sweep{ run = print }", "option 'name' is required"},
+      {"ms.sweep{ name = '../x', run = print }", "option 'name' = \"../x\""},
+      {"ms.sweep{ name = 's', grid = { seed = { 1 } }, run = print }",
+       "grid key 'seed' is reserved"},
+      {"ms.sweep{ name = 's', grid = { m = {} }, run = print }",
+       "grid key 'm' must be a non-empty list"},
+      {"ms.sweep{ name = 's', seeds = { 1.5 }, run = print }",
+       "option 'seeds' must hold whole numbers"},
+      {"ms.sweep{ name = 's', grid = { m = { 1 } }, order = { 'x' }, run = print }",
+       "option 'order' names 'x'"},
+  };
+  for (const auto& [code, message] : cases) {
+    INFO(code);
+    const Ran ran = run_lua("\n" + code);
+    CHECK(ran.code == 1);
+    CHECK_THAT(ran.error, Contains("test:2: ms.sweep: " + message));
+  }
+}
+
+TEST_CASE("ms.report reads a sweep inside the output folder and writes its report there") {
+  TempDir out;
+  const Outcome ran = run_in(out, R"lua(
+    ms.sweep{ name = "s", grid = { mixer = { "a", "b" } }, seeds = { 1 }, run = function(p) finish(p) end }
+    local r = ms.report{ runs = "s" }
+    assert(r.runs == 2 and r.completed == 2 and #r.incomplete == 0, r.runs)
+    assert(r.folder == ms.out .. "/s/report" and r.index == r.folder .. "/index.html")
+    local ok, err = pcall(ms.report, { runs = "../elsewhere" })
+    assert(not ok and err:find("must be a folder inside the output folder"), err)
+    ok, err = pcall(ms.report, { runs = "s", out = "/tmp/x" })
+    assert(not ok and err:find("option 'out'"), err)
+    ok, err = pcall(ms.report, { runs = "s", line = "colour" })
+    assert(not ok and err:find("not a grid key"), err)
+    -- the sweep's own helpers obey the sandbox too
+    ok, err = pcall(ms._sweep.write, "/tmp/memscript-sweep-escape.txt", "x")
+    assert(not ok and err:find("outside the output folder"), err)
+    ok, err = pcall(ms._sweep.lock, ms.out .. "/../escape.lock")
+    assert(not ok and err:find("outside the output folder"), err)
+    ok, err = pcall(ms._sweep.move_aside, ms.out .. "/s/mixer=a,seed=1", "/tmp/attic")
+    assert(not ok and err:find("outside the output folder"), err)
+  )lua");
+  INFO(ran.error);
+  REQUIRE(ran.code == 0);
+  CHECK(fs::exists(out / "runs/s/report/index.html"));
+  CHECK(fs::exists(out / "runs/s/report/report.md"));
+}

@@ -1,0 +1,258 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <regex>
+
+#include "../support/process.h"
+#include "report_fixture.h"
+#include "runtime/options.h"
+#include "runtime/report/report.h"
+#include "runtime/report/run_data.h"
+#include "runtime/report/svg_chart.h"
+
+using namespace memscript::report;
+using namespace memscript::test;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Checks that every tag is closed in order (enough to catch broken SVG/HTML generation);
+// returns the first problem, or "" when the document is well formed.
+std::string xml_problem(const std::string& text) {
+  std::vector<std::string> open;
+  const std::regex tag("<(/?)([a-zA-Z][a-zA-Z0-9]*)[^>]*?(/?)>");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), tag); it != std::sregex_iterator();
+       ++it) {
+    const std::smatch& m = *it;
+    if (m[3] == "/") continue;  // self-closing
+    if (m[1] == "/") {
+      if (open.empty() || open.back() != m[2]) return "unexpected </" + m[2].str() + ">";
+      open.pop_back();
+    } else {
+      open.push_back(m[2]);
+    }
+  }
+  return open.empty() ? "" : "unclosed <" + open.back() + ">";
+}
+
+Figure two_panel_figure() {
+  Figure figure;
+  figure.title = "accuracy <by> length & mixer";
+  figure.x_label = "evaluation length";
+  figure.y_label = "accuracy";
+  figure.log_x = true;
+  figure.y_range = std::make_pair(0.0, 1.0);
+  figure.legend = {"lstm", "gpt"};
+  figure.panels = {
+      {"train 16", {{"lstm", {{24, 1.0}, {48, 0.9}}}, {"gpt", {{24, 0.8}, {48, 0.5}}}}},
+      {"train 32", {{"lstm", {{48, 1.0}, {96, NAN}}}}}};
+  return figure;
+}
+
+std::vector<FakeRun> fake_runs() {
+  std::vector<FakeRun> runs;
+  int shard = 0;
+  for (const char* mixer : {"qlstm", "lru"})
+    for (const char* length : {"16", "32"})
+      for (int seed : {1, 2}) runs.push_back({mixer, length, seed, "completed", 0.9, shard++ % 3});
+  return runs;
+}
+
+void write_sweep(const TempDir& root, std::vector<FakeRun> runs, int shards = 0,
+                 const std::string& job_script = "") {
+  for (const FakeRun& run : runs) write_fake_run(root, "s", run);
+  root.write("s/sweep.json", fake_manifest("s", runs, shards, job_script));
+}
+
+ReportSummary report_of(const TempDir& root) {
+  ReportOptions options;
+  options.sweep_folder = root / "s";
+  return write_report(options);
+}
+
+std::vector<std::string> files_in(const fs::path& folder) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(folder)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("nice ticks are 1, 2 or 5 times a power of ten apart and cover the range") {
+  CHECK(nice_ticks(0, 1) == std::vector<double>{0, 0.2, 0.4, 0.6000000000000001, 0.8, 1});
+  const std::vector<double> ticks = nice_ticks(0, 2000);
+  CHECK(ticks.front() == 0);
+  CHECK(ticks.back() >= 2000);
+  CHECK(ticks[1] - ticks[0] == 500);
+  CHECK(nice_ticks(2, 4, 5, 1) == std::vector<double>{2, 3, 4});  // steps: whole numbers only
+  CHECK(format_number(0.6000000000000001) == "0.6");
+  CHECK(format_number(128) == "128");
+  CHECK(format_number(-0.0) == "0");
+}
+
+TEST_CASE("an SVG chart is well formed, names its axes, panels and legend, and escapes text") {
+  const std::string svg = render_svg(two_panel_figure());
+  CHECK(xml_problem(svg) == "");
+  CHECK_THAT(svg, Contains("<svg xmlns=\"http://www.w3.org/2000/svg\"") &&
+                      Contains("accuracy &lt;by&gt; length &amp; mixer") &&
+                      Contains(">evaluation length</text>") && Contains(">accuracy</text>") &&
+                      Contains(">train 16</text>") && Contains(">train 32</text>") &&
+                      Contains(">lstm</text>") && Contains(">gpt</text>") &&
+                      Contains(">24</text>") && Contains(">0.6</text>"));
+  // Three series with points: the NaN point of the last one is left out, not drawn.
+  CHECK(std::count(svg.begin(), svg.end(), '\n') > 20);
+  CHECK(svg.find("nan") == std::string::npos);
+  CHECK(svg.find("inf") == std::string::npos);
+}
+
+TEST_CASE("an SVG chart is the same byte for byte every time") {
+  CHECK(render_svg(two_panel_figure()) == render_svg(two_panel_figure()));
+}
+
+TEST_CASE("a CSV reader keeps columns by name and tolerates extra columns and short rows") {
+  TempDir root;
+  root.write("t.csv", "step,length,accuracy,extra\n1,8,0.5,x\n2,8\n3,16,0.75,y,z\n");
+  const auto rows = read_csv(root / "t.csv");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].at("accuracy") == "0.5");
+  CHECK(rows[1].at("length") == "16");
+}
+
+TEST_CASE("a sweep folder is read back: manifest order, labels, status, last evaluation") {
+  TempDir root;
+  std::vector<FakeRun> runs = fake_runs();
+  runs[1].status = "failed: out of memory";
+  runs[2].status = "";  // never started
+  write_sweep(root, runs);
+  const SweepData sweep = read_sweep(root / "s");
+  REQUIRE(sweep.runs.size() == runs.size());
+  CHECK(sweep.keys == std::vector<std::string>{"mixer", "train_length"});
+  CHECK(sweep.runs[0].name == fake_run_name(runs[0]));
+  CHECK(sweep.runs[0].labels.at("mixer") == "qlstm");
+  CHECK(sweep.runs[0].complete());
+  CHECK(sweep.runs[1].state() == "failed");
+  CHECK(sweep.runs[2].state() == "missing");
+  const auto finals = sweep.runs[0].final_evals();
+  REQUIRE(finals.size() == 2);
+  CHECK(finals[0].step == 200);
+  CHECK(finals[0].length == 24);
+  CHECK(finals[0].accuracy == Approx(fake_accuracy(runs[0], 24)));
+  CHECK(sweep.runs[0].positions.size() == 2 * (3 + 6));
+}
+
+TEST_CASE("a report writes plots, report.md and an index.html that shows every plot") {
+  TempDir root;
+  write_sweep(root, fake_runs());
+  const ReportSummary summary = report_of(root);
+  CHECK(summary.folder == root / "s" / "report");
+  CHECK(summary.runs == 8);
+  CHECK(summary.completed == 8);
+  CHECK(summary.incomplete.empty());
+  const std::vector<std::string> expected = {"accuracy_by_position__train_length-16.svg",
+                                             "accuracy_by_position__train_length-32.svg",
+                                             "accuracy_vs_length.svg",
+                                             "accuracy_vs_step__train_length-16.svg",
+                                             "accuracy_vs_step__train_length-32.svg",
+                                             "index.html",
+                                             "loss_vs_step.svg",
+                                             "recall_vs_length.svg",
+                                             "report.md"};
+  CHECK(files_in(summary.folder) == expected);
+  const std::string html = read_file(summary.folder / "index.html");
+  CHECK(xml_problem(html.substr(html.find("<html"))) == "");
+  for (const std::string& file : expected) {
+    if (file.size() < 4 || file.substr(file.size() - 4) != ".svg") continue;
+    INFO(file);
+    CHECK_THAT(html, Contains("<img src=\"" + file + "\""));
+    CHECK(xml_problem(read_file(summary.folder / file)) == "");
+  }
+  // One line per mixer, one panel per training length.
+  const std::string by_length = read_file(summary.folder / "accuracy_vs_length.svg");
+  CHECK_THAT(by_length, Contains(">qlstm</text>") && Contains(">lru</text>") &&
+                            Contains(">train_length = 16</text>") &&
+                            Contains(">train_length = 32</text>"));
+}
+
+TEST_CASE("report tables hold each run's last evaluation and the mean over seeds") {
+  TempDir root;
+  std::vector<FakeRun> runs = fake_runs();
+  runs[1].base = 0.7;  // qlstm, 16, seed 2: mean with seed 1 (0.9) is 0.8
+  write_sweep(root, runs);
+  report_of(root);
+  const std::string md = read_file(root / "s/report/report.md");
+  CHECK_THAT(md, Contains("| train_length | mixer | 24 | 48 |"));
+  CHECK_THAT(md, Contains("| 16 | qlstm | 0.7760 | 0.7520 |"));  // mean of 0.876 and 0.676
+  CHECK_THAT(md, Contains("| 32 | lru | 0.8760 | 0.8520 |"));
+  // One row per run, values as in its eval.csv.
+  CHECK_THAT(md, Contains("| mixer=qlstm,train_length=16,seed=2 | qlstm | 16 | 2 | completed | "
+                          "200 | 0.0750 | 0.6760 | 0.6520 | 0.3380 | 0.3260 |"));
+  int rows = 0;
+  for (const FakeRun& run : runs)
+    rows += md.find("| " + fake_run_name(run) + " |") != std::string::npos;
+  CHECK(rows == 8);
+}
+
+TEST_CASE("a report is the same byte for byte when written twice") {
+  TempDir root;
+  write_sweep(root, fake_runs());
+  const ReportSummary first = report_of(root);
+  std::map<std::string, std::string> before;
+  for (const std::string& file : first.files) before[file] = read_file(first.folder / file);
+  const ReportSummary second = report_of(root);
+  for (const std::string& file : second.files) {
+    INFO(file);
+    CHECK(read_file(second.folder / file) == before[file]);
+  }
+}
+
+TEST_CASE("a report lists runs not completed with the command that reruns only their shards") {
+  TempDir root;
+  std::vector<FakeRun> runs = fake_runs();  // shards 0,1,2,0,1,2,0,1
+  runs[2].status = "failed: boom";          // shard 2
+  runs[7].status = "";                      // shard 1, never ran
+  write_sweep(root, runs, 3, "/jobs/exp.sbatch");
+  std::string manifest = read_file(root / "s/sweep.json");
+  manifest.insert(
+      1,
+      "\"command_line\":[\"/bin/memscript\",\"--shard\",\"0/3\",\"--set\",\"a=b c\",\"exp.lua\"],");
+  root.write("s/sweep.json", manifest);
+  const ReportSummary summary = report_of(root);
+  CHECK(summary.completed == 6);
+  CHECK(summary.incomplete ==
+        std::vector<std::string>{fake_run_name(runs[2]), fake_run_name(runs[7])});
+  CHECK(summary.shards_to_rerun == std::vector<int>{1, 2});
+  REQUIRE_FALSE(summary.rerun.empty());
+  CHECK(summary.rerun ==
+        std::vector<std::string>{"sbatch --array=1,2 /jobs/exp.sbatch",
+                                 "/bin/memscript --shard 1/3 --set 'a=b c' exp.lua",
+                                 "/bin/memscript --shard 2/3 --set 'a=b c' exp.lua"});
+  const std::string md = read_file(summary.folder / "report.md");
+  CHECK_THAT(md, Contains("failed: boom (shard 2)") && Contains("missing (shard 1)") &&
+                     Contains("sbatch --array=1,2 /jobs/exp.sbatch"));
+}
+
+TEST_CASE("a report reads run folders without a manifest, labelled by mixer") {
+  TempDir root;
+  write_fake_run(root, "plain", {"lstm", "8", 1, "completed", 0.9});
+  write_fake_run(root, "plain", {"gpt", "8", 1, "completed", 0.8});
+  fs::remove(root / "plain" / fake_run_name({"gpt", "8", 1, "", 0}) / "eval_positions.csv");
+  ReportOptions options;
+  options.sweep_folder = root / "plain";
+  const ReportSummary summary = write_report(options);
+  CHECK(summary.runs == 2);
+  CHECK_THAT(read_file(summary.folder / "accuracy_vs_length.svg"),
+             Contains(">lstm</text>") && Contains(">gpt</text>"));
+}
+
+TEST_CASE("a report of a folder that does not exist is a clear error") {
+  TempDir root;
+  ReportOptions options;
+  options.sweep_folder = root / "nothing";
+  CHECK_THROWS_WITH(write_report(options), Contains("no sweep folder"));
+  options.sweep_folder = root.path();
+  options.line_key = "colour";
+  root.write("r/status", "completed\n");
+  CHECK_THROWS_WITH(write_report(options), Contains("option 'line' = \"colour\""));
+}
