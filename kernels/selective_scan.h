@@ -22,10 +22,9 @@
 //   grad_B, grad_C partials [batch, groups, length, states], grad_A partial [batch, channels,
 //   states]; the caller sums them over groups / batch.
 
-#include <math.h>
-
 #include <cstdint>
 
+#include "fast_exp.h"
 #include "host_device.h"
 
 namespace memscript::kernels {
@@ -77,9 +76,6 @@ struct SelectiveScanBackward {
   bool negative_eigenvalues;
 };
 
-MS_HOST_DEVICE inline float exp_of(float x) { return expf(x); }
-MS_HOST_DEVICE inline double exp_of(double x) { return exp(x); }
-
 // The transition a and its derivative da/dx at x = Δ·A, both from e = exp(x): a = e, or
 // 2e − 1 with negative eigenvalues (da/dx = e, or 2e). Only e is kept between the passes.
 template <typename Acc>
@@ -92,18 +88,21 @@ MS_HOST_DEVICE inline Acc transition_slope_of(Acc e, bool negative_eigenvalues) 
 }
 
 // One step of one channel's state; returns y_t = Σ_k C_t[k] h_t[k] (C may be null: no output).
-// `exps`, when given, receives exp(Δ·A[k]) for the backward.
+// `exps`, when given, receives exp(Δ·A[k]) for the backward. The update and the sum are two
+// loops so that the first (with its exp) vectorizes without reordering the sum.
 template <typename T, typename Acc>
 MS_HOST_DEVICE inline Acc selective_step(Acc* state, Acc delta, Acc delta_u, const T* A_row,
                                          const T* B_row, const T* C_row, Acc* exps, int64_t states,
                                          bool negative_eigenvalues) {
-  Acc y = Acc(0);
   for (int64_t k = 0; k < states; ++k) {
     const Acc e = exp_of(delta * static_cast<Acc>(A_row[k]));
     if (exps) exps[k] = e;
     state[k] =
         transition_of(e, negative_eigenvalues) * state[k] + delta_u * static_cast<Acc>(B_row[k]);
-    if (C_row) y += static_cast<Acc>(C_row[k]) * state[k];
+  }
+  Acc y = Acc(0);
+  if (C_row) {
+    for (int64_t k = 0; k < states; ++k) y += static_cast<Acc>(C_row[k]) * state[k];
   }
   return y;
 }

@@ -238,3 +238,19 @@ TEST_CASE(
   };
   CHECK(backward(true) == backward(false));
 }
+
+TEST_CASE("the scans' exp agrees with libm to a few ulp over the transitions' range") {
+  for (double x = -90.0; x <= 10.0; x += 0.0137) {
+    INFO("x = " << x);
+    if (x > -80.0) {
+      const float xf = static_cast<float>(x);
+      REQUIRE(exp_of(xf) == Approx(std::exp(xf)).epsilon(5e-7));
+    } else {
+      REQUIRE(exp_of(static_cast<float>(x)) < 1e-34f);
+    }
+    REQUIRE(exp_of(x) == Approx(std::exp(x)).epsilon(1e-15));
+  }
+  CHECK(exp_of(0.0f) == 1.0f);
+  CHECK(exp_of(0.0) == 1.0);
+  CHECK(exp_of(-1000.0) < 1e-300);
+}
