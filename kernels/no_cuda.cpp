@@ -1,13 +1,50 @@
-// Linked instead of the .cu files when memscript is built without CUDA.
+// Linked instead of the .cu files when memscript is built without CUDA: every launcher fails
+// with the same message.
+#include "complex_scan.h"
 #include "diag_scan.h"
+#include "selective_scan.h"
 
 namespace memscript::kernels {
 
-bool diag_scan_forward_cuda(const float*, const float*, const float*, float*, float*, DiagScanShape,
-                            void*, const char** message) {
+namespace {
+bool no_cuda(const char** message) {
   if (message)
     *message = "memscript was built without CUDA kernels (MEMSCRIPT_CUDA=OFF or no nvcc)";
   return false;
+}
+}  // namespace
+
+bool diag_scan_forward_cuda(const float*, const float*, const float*, float*, float*, DiagScanShape,
+                            void*, const char** message) {
+  return no_cuda(message);
+}
+bool diag_scan_forward_cuda(const Bf16Bits*, const Bf16Bits*, const Bf16Bits*, Bf16Bits*, Bf16Bits*,
+                            DiagScanShape, void*, const char** message) {
+  return no_cuda(message);
+}
+bool diag_scan_backward_cuda(const DiagScanGrads<float>&, DiagScanShape, void*,
+                             const char** message) {
+  return no_cuda(message);
+}
+bool diag_scan_backward_cuda(const DiagScanGrads<Bf16Bits>&, DiagScanShape, void*,
+                             const char** message) {
+  return no_cuda(message);
+}
+bool complex_scan_forward_cuda(const ComplexScanForward<float>&, DiagScanShape, void*,
+                               const char** message) {
+  return no_cuda(message);
+}
+bool complex_scan_backward_cuda(const ComplexScanBackward<float>&, DiagScanShape, void*,
+                                const char** message) {
+  return no_cuda(message);
+}
+bool selective_scan_forward_cuda(const SelectiveScanForward<float, float>&, SelectiveScanShape,
+                                 void*, const char** message) {
+  return no_cuda(message);
+}
+bool selective_scan_backward_cuda(const SelectiveScanBackward<float, float>&, SelectiveScanShape,
+                                  void*, const char** message) {
+  return no_cuda(message);
 }
 
 bool cuda_kernels_compiled() { return false; }

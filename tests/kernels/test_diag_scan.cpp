@@ -3,6 +3,7 @@
 #include <random>
 #include <vector>
 
+#include "kernel_harness.h"
 #include "kernels/diag_scan.h"
 
 using namespace memscript::kernels;
@@ -112,4 +113,83 @@ TEST_CASE("without a GPU the CUDA launcher fails with a message instead of crash
   CHECK_FALSE(diag_scan_forward_cuda(&x, &x, nullptr, &x, nullptr, shape, nullptr, &message));
   REQUIRE(message != nullptr);
   CHECK(std::string(message).size() > 0);
+}
+
+namespace {
+
+using memscript::kernels::test::cast;
+using memscript::kernels::test::emulate_launch;
+using memscript::kernels::test::numeric_gradient;
+using memscript::kernels::test::random_values;
+using memscript::kernels::test::require_close;
+using memscript::kernels::test::weighted_sum;
+
+// Loss = Σ g·h + Σ g_last·h_last through the CPU forward, for finite differences.
+struct ScanLoss {
+  DiagScanShape shape;
+  std::vector<double> g, g_last;
+
+  double operator()(const std::vector<double>& a, const std::vector<double>& b,
+                    const std::vector<double>* h0) const {
+    std::vector<double> h(a.size()), last(g_last.size());
+    diag_scan_forward_cpu(a.data(), b.data(), h0 ? h0->data() : nullptr, h.data(), last.data(),
+                          shape, 0, shape.batch * shape.channels);
+    return weighted_sum(h, g) + weighted_sum(last, g_last);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("diagonal scan backward matches finite differences, final-state gradient included") {
+  for (const DiagScanShape shape :
+       {DiagScanShape{1, 1, 1}, DiagScanShape{2, 7, 3}, DiagScanShape{1, 12, 2}}) {
+    for (const bool with_h0 : {false, true}) {
+      ScanCase c = random_case(shape, 4);
+      const ScanLoss loss{shape, random_values(c.a.size(), -1, 1, 5),
+                          random_values(c.h0.size(), -1, 1, 6)};
+      std::vector<double> h(c.a.size());
+      diag_scan_forward_cpu(c.a.data(), c.b.data(), with_h0 ? c.h0.data() : nullptr, h.data(),
+                            nullptr, shape, 0, shape.batch * shape.channels);
+      std::vector<double> grad_a(c.a.size()), grad_b(c.a.size()), grad_h0(c.h0.size());
+      const DiagScanGrads<double> grads{
+          c.a.data(),    h.data(),           with_h0 ? c.h0.data() : nullptr,
+          loss.g.data(), loss.g_last.data(), grad_a.data(),
+          grad_b.data(), grad_h0.data()};
+      diag_scan_backward_cpu(grads, shape, 0, shape.batch * shape.channels);
+      const std::vector<double>* h0 = with_h0 ? &c.h0 : nullptr;
+      require_close(grad_a, numeric_gradient(c.a, [&] { return loss(c.a, c.b, h0); }), 1e-7);
+      require_close(grad_b, numeric_gradient(c.b, [&] { return loss(c.a, c.b, h0); }), 1e-7);
+      if (with_h0) {
+        require_close(grad_h0, numeric_gradient(c.h0, [&] { return loss(c.a, c.b, &c.h0); }), 1e-7);
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "the CUDA backward kernel's per-thread body, run over every block and thread, matches "
+    "the CPU") {
+  const DiagScanShape shape{3, 11, 100};
+  const ScanCase c = random_case(shape, 7);
+  const std::vector<float> a = cast<float>(c.a), b = cast<float>(c.b), h0 = cast<float>(c.h0);
+  const std::vector<float> g = cast<float>(random_values(a.size(), -1, 1, 8));
+  const std::vector<float> g_last = cast<float>(random_values(h0.size(), -1, 1, 9));
+  std::vector<float> h(a.size());
+  diag_scan_forward_cpu(a.data(), b.data(), h0.data(), h.data(), nullptr, shape, 0,
+                        shape.batch * shape.channels);
+  const auto run = [&](bool emulated) {
+    std::vector<float> grad_a(a.size(), -7.0f), grad_b(a.size(), -7.0f), grad_h0(h0.size(), -7.0f);
+    const DiagScanGrads<float> grads{a.data(),      h.data(),      h0.data(),     g.data(),
+                                     g_last.data(), grad_a.data(), grad_b.data(), grad_h0.data()};
+    if (emulated) {
+      emulate_launch(
+          diag_scan_blocks(shape), kDiagScanThreadsPerBlock, [&](int64_t bl, int64_t th) {
+            diag_scan_backward_thread<float, float>(grads, shape, bl, th, kDiagScanThreadsPerBlock);
+          });
+    } else {
+      diag_scan_backward_cpu(grads, shape, 0, shape.batch * shape.channels);
+    }
+    return std::vector<std::vector<float>>{grad_a, grad_b, grad_h0};
+  };
+  CHECK(run(true) == run(false));
 }

@@ -174,7 +174,8 @@ TEST_CASE("gpt and mamba report every resolved option") {
                               {"head_dim", 4},
                               {"positions", "learned"},
                               {"max_length", 1024},
-                              {"rope_base", 10000.0}});
+                              {"rope_base", 10000.0},
+                              {"impl", "fused"}});
   Options mamba_options("mamba");
   const nlohmann::json mamba = make_mixer("mamba", context, mamba_options)->config();
   CHECK(mamba == nlohmann::json{{"mixer", "mamba"},
@@ -183,7 +184,8 @@ TEST_CASE("gpt and mamba report every resolved option") {
                                 {"d_state", 16},
                                 {"d_conv", 4},
                                 {"dt_rank", 1},
-                                {"negative_eigenvalues", false}});
+                                {"negative_eigenvalues", false},
+                                {"impl", "fused"}});
 }
 
 TEST_CASE("mamba's transition lies in (0, 1), or reaches into (-1, 0) with negative eigenvalues") {

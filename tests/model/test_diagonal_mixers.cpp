@@ -83,9 +83,12 @@ TEST_CASE("lru rejects a bad ring, phase or state size, naming the option") {
 TEST_CASE("config lists every resolved option") {
   const auto qlstm = build<QlstmMixerImpl>({{"negative_eigenvalues", {true}}});
   CHECK(qlstm->config() ==
-        nlohmann::json{{"mixer", "qlstm"}, {"hidden", 2}, {"negative_eigenvalues", true}});
-  CHECK(build<MinGruMixerImpl>({{"hidden", {int64_t{5}}}})->config() ==
-        nlohmann::json{{"mixer", "mingru"}, {"hidden", 5}, {"negative_eigenvalues", false}});
+        nlohmann::json{
+            {"mixer", "qlstm"}, {"hidden", 2}, {"negative_eigenvalues", true}, {"impl", "fused"}});
+  CHECK(
+      build<MinGruMixerImpl>({{"hidden", {int64_t{5}}}})->config() ==
+      nlohmann::json{
+          {"mixer", "mingru"}, {"hidden", 5}, {"negative_eigenvalues", false}, {"impl", "fused"}});
   const nlohmann::json lru = build<LruMixerImpl>({{"r_min", {0.5}}})->config();
   CHECK(lru["mixer"] == "lru");
   CHECK(lru["d_state"] == 2);
@@ -93,6 +96,7 @@ TEST_CASE("config lists every resolved option") {
   CHECK(lru["r_max"] == 1.0);
   CHECK(lru["max_phase"] == Approx(2 * std::numbers::pi));
   CHECK(lru["negative_eigenvalues"] == false);
+  CHECK(lru["impl"] == "fused");
 }
 
 TEST_CASE("the qlstm forget gate is in (0, 1) by default and reaches (-1, 0) on request") {

@@ -29,7 +29,8 @@ GptMixerImpl::GptMixerImpl(const MixerContext& context, Options& options)
       head_dim_(options.integer("head_dim", context.d_model / context.heads, {.min = 1})),
       positions_(options.string("positions", "learned", kPositionKinds)),
       max_length_(options.integer("max_length", 1024, {.min = 1})),
-      rope_base_(options.number("rope_base", 10000.0, 1.0)) {
+      rope_base_(options.number("rope_base", 10000.0, 1.0)),
+      impl_(read_impl(options)) {
   if (positions_ == "rope" && head_dim_ % 2 != 0) {
     options.fail("head_dim", "= " + std::to_string(head_dim_) +
                                  " must be even for positions = \"rope\" (it rotates pairs)");
@@ -91,7 +92,8 @@ MixerOutput GptMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
 
 nlohmann::json GptMixerImpl::config() const {
   return {{"mixer", "gpt"},          {"heads", heads_},           {"head_dim", head_dim_},
-          {"positions", positions_}, {"max_length", max_length_}, {"rope_base", rope_base_}};
+          {"positions", positions_}, {"max_length", max_length_}, {"rope_base", rope_base_},
+          {"impl", impl_.name()}};
 }
 
 Mixer make_gpt_mixer(const MixerContext& context, Options& options) {

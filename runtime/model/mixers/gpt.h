@@ -1,5 +1,6 @@
 #pragma once
 
+#include "runtime/model/fused/impl.h"
 #include "runtime/model/mixer.h"
 
 namespace memscript {
@@ -25,6 +26,7 @@ namespace memscript {
 //               The table starts at normal(0, 1/sqrt(2)), the sinusoidal table's scale, since
 //               it is added to a unit-scale LayerNorm output rather than to an embedding.
 //   rope_base   the rotary frequency base (default 10000)
+//   impl        "fused" | "reference": both run scaled_dot_product_attention, already fused
 //
 // State: {k, v}, each [B, H, T, head_dim], the keys and values of the T tokens seen so far
 // (after rope), plus MixerState::position = T, where the next chunk's positions start.
@@ -46,6 +48,7 @@ class GptMixerImpl : public MixerImpl {
   std::string positions_;
   int64_t max_length_;
   double rope_base_;
+  Impl impl_;
   torch::nn::Linear qkv_{nullptr};
   torch::nn::Linear output_{nullptr};
   torch::Tensor table_;  // learned positions [max_length, d_model]; undefined otherwise

@@ -2,6 +2,8 @@
 
 #include <numbers>
 
+#include "runtime/model/fused/complex_scan.h"
+
 namespace memscript {
 
 namespace {
@@ -40,7 +42,8 @@ LruMixerImpl::LruMixerImpl(const MixerContext& context, Options& options)
       r_min_(options.number("r_min", 0.0)),
       r_max_(options.number("r_max", 1.0)),
       max_phase_(options.number("max_phase", 2 * std::numbers::pi)),
-      negative_eigenvalues_(options.boolean("negative_eigenvalues", false)) {
+      negative_eigenvalues_(options.boolean("negative_eigenvalues", false)),
+      impl_(read_impl(options)) {
   if (r_min_ < 0) options.fail("r_min", "must be >= 0, got " + std::to_string(r_min_));
   if (r_max_ > 1) {
     options.fail("r_max", "must be <= 1 (|λ| < 1 keeps the recurrence stable), got " +
@@ -100,10 +103,25 @@ MixerOutput LruMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
     re = state.tensors.at(0);
     im = state.tensors.at(1);
   }
+  std::array<torch::Tensor, 4> scan;
+  if (impl_.fused) {
+    fused::ComplexScanResult r = fused::complex_scan(lambda_re, lambda_im, in_re, in_im, re, im);
+    scan = {r.h_re, r.h_im, r.last_re, r.last_im};
+  } else {
+    scan = reference_scan(lambda_re, lambda_im, in_re, in_im, re, im);
+  }
+  // Re(C x) = C_re·re − C_im·im.
+  const torch::Tensor y = c_re_->forward(scan[0]) - c_im_->forward(scan[1]) + d_ * x;
+  return {output_->forward(y), {{scan[2], scan[3]}, state.position + x.size(1)}};
+}
+
+std::array<torch::Tensor, 4> LruMixerImpl::reference_scan(
+    const torch::Tensor& lambda_re, const torch::Tensor& lambda_im, const torch::Tensor& in_re,
+    const torch::Tensor& in_im, torch::Tensor re, torch::Tensor im) const {
   std::vector<torch::Tensor> res, ims;
-  res.reserve(static_cast<size_t>(x.size(1)));
-  ims.reserve(static_cast<size_t>(x.size(1)));
-  for (int64_t t = 0; t < x.size(1); ++t) {
+  res.reserve(static_cast<size_t>(in_re.size(1)));
+  ims.reserve(static_cast<size_t>(in_re.size(1)));
+  for (int64_t t = 0; t < in_re.size(1); ++t) {
     // (λ_re + iλ_im)(re + i·im) + input, multiplied out.
     torch::Tensor next_re = lambda_re * re - lambda_im * im + in_re.select(1, t);
     im = lambda_im * re + lambda_re * im + in_im.select(1, t);
@@ -111,16 +129,14 @@ MixerOutput LruMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
     res.push_back(re);
     ims.push_back(im);
   }
-  // Re(C x) = C_re·re − C_im·im.
-  const torch::Tensor y =
-      c_re_->forward(torch::stack(res, 1)) - c_im_->forward(torch::stack(ims, 1)) + d_ * x;
-  return {output_->forward(y), {{re, im}, state.position + x.size(1)}};
+  return {torch::stack(res, 1), torch::stack(ims, 1), re, im};
 }
 
 nlohmann::json LruMixerImpl::config() const {
   return {{"mixer", "lru"},          {"d_state", d_state_},
           {"r_min", r_min_},         {"r_max", r_max_},
-          {"max_phase", max_phase_}, {"negative_eigenvalues", negative_eigenvalues_}};
+          {"max_phase", max_phase_}, {"negative_eigenvalues", negative_eigenvalues_},
+          {"impl", impl_.name()}};
 }
 
 Mixer make_lru_mixer(const MixerContext& context, Options& options) {

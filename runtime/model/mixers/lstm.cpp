@@ -3,7 +3,7 @@
 namespace memscript {
 
 LstmMixerImpl::LstmMixerImpl(const MixerContext& context, Options& options)
-    : hidden_(options.integer("hidden", context.d_model, {.min = 1})) {
+    : hidden_(options.integer("hidden", context.d_model, {.min = 1})), impl_(read_impl(options)) {
   lstm_ = register_module(
       "lstm", torch::nn::LSTM(torch::nn::LSTMOptions(context.d_model, hidden_).batch_first(true)));
   output_ = register_module("output", torch::nn::Linear(hidden_, context.d_model));
@@ -18,7 +18,9 @@ MixerOutput LstmMixerImpl::forward(const torch::Tensor& x, const MixerState& sta
   return {output_->forward(outputs), {{h, c}, state.position + x.size(1)}};
 }
 
-nlohmann::json LstmMixerImpl::config() const { return {{"mixer", "lstm"}, {"hidden", hidden_}}; }
+nlohmann::json LstmMixerImpl::config() const {
+  return {{"mixer", "lstm"}, {"hidden", hidden_}, {"impl", impl_.name()}};
+}
 
 Mixer make_lstm_mixer(const MixerContext& context, Options& options) {
   return std::make_shared<LstmMixerImpl>(context, options);

@@ -1,11 +1,13 @@
 #pragma once
 
+#include "runtime/model/fused/impl.h"
 #include "runtime/model/mixer.h"
 
 namespace memscript {
 
 // Classic LSTM (libtorch's fused implementation) over d_model, followed by an output
-// projection back into the residual stream. Options: hidden (default d_model).
+// projection back into the residual stream. Options: hidden (default d_model); impl ("fused" or
+// "reference", both libtorch's LSTM: it is already a fused op).
 // State: {h, c}, each [1, batch, hidden].
 class LstmMixerImpl : public MixerImpl {
  public:
@@ -16,6 +18,7 @@ class LstmMixerImpl : public MixerImpl {
 
  private:
   int64_t hidden_;
+  Impl impl_;
   torch::nn::LSTM lstm_{nullptr};
   torch::nn::Linear output_{nullptr};
 };

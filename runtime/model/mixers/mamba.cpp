@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "runtime/model/fused/selective_scan.h"
+
 namespace memscript {
 
 namespace {
@@ -25,7 +27,8 @@ MambaMixerImpl::MambaMixerImpl(const MixerContext& context, Options& options)
       d_state_(options.integer("d_state", 16, {.min = 1})),
       d_conv_(options.integer("d_conv", 4, {.min = 1})),
       dt_rank_(options.integer("dt_rank", (context.d_model + 15) / 16, {.min = 1})),
-      negative_eigenvalues_(options.boolean("negative_eigenvalues", false)) {
+      negative_eigenvalues_(options.boolean("negative_eigenvalues", false)),
+      impl_(read_impl(options)) {
   const auto no_bias = [](int64_t in, int64_t out) {
     return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
   };
@@ -78,8 +81,15 @@ MixerOutput MambaMixerImpl::forward(const torch::Tensor& x, const MixerState& st
   const torch::Tensor h0 = state.empty()
                                ? torch::zeros({x.size(0), d_inner_, d_state_}, x.options())
                                : state.tensors.at(1);
-  ScanOutput scan =
-      selective_scan(u, delta, -torch::exp(A_log_), parts[1], parts[2], h0, negative_eigenvalues_);
+  const torch::Tensor A = -torch::exp(A_log_);
+  ScanOutput scan;
+  if (impl_.fused) {
+    fused::SelectiveScanResult r =
+        fused::selective_scan(u, delta, A, parts[1], parts[2], h0, negative_eigenvalues_);
+    scan = {r.y, r.h_last};
+  } else {
+    scan = selective_scan(u, delta, A, parts[1], parts[2], h0, negative_eigenvalues_);
+  }
   const torch::Tensor y = (scan.y + u * D_) * torch::silu(xz[1]);
   return {out_proj_->forward(y), {{window, scan.h}, state.position + x.size(1)}};
 }
@@ -91,7 +101,8 @@ nlohmann::json MambaMixerImpl::config() const {
           {"d_state", d_state_},
           {"d_conv", d_conv_},
           {"dt_rank", dt_rank_},
-          {"negative_eigenvalues", negative_eigenvalues_}};
+          {"negative_eigenvalues", negative_eigenvalues_},
+          {"impl", impl_.name()}};
 }
 
 Mixer make_mamba_mixer(const MixerContext& context, Options& options) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "runtime/model/fused/impl.h"
 #include "runtime/model/mixer.h"
 
 namespace memscript {
@@ -28,7 +29,9 @@ namespace memscript {
 // W_out have no bias.
 //
 // Options: expand (2, d_inner = expand · d_model), d_state (16), d_conv (4),
-//          dt_rank (ceil(d_model / 16)), negative_eigenvalues (false).
+//          dt_rank (ceil(d_model / 16)), negative_eigenvalues (false), impl ("fused": the
+//          selective scan of kernels/selective_scan.h, which never forms [B, L, d_inner,
+//          d_state]; "reference": selective_scan below).
 // State: {window [B, d_inner, d_conv − 1], the conv's last inputs (zeros at the start);
 //         h [B, d_inner, d_state]}.
 class MambaMixerImpl : public MixerImpl {
@@ -49,6 +52,7 @@ class MambaMixerImpl : public MixerImpl {
   int64_t d_conv_;
   int64_t dt_rank_;
   bool negative_eigenvalues_;
+  Impl impl_;
   torch::nn::Linear in_proj_{nullptr};
   torch::nn::Conv1d conv_{nullptr};
   torch::nn::Linear x_proj_{nullptr};

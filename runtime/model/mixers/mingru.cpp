@@ -1,10 +1,13 @@
 #include "runtime/model/mixers/mingru.h"
 
+#include "runtime/model/fused/diag_scan.h"
+
 namespace memscript {
 
 MinGruMixerImpl::MinGruMixerImpl(const MixerContext& context, Options& options)
     : hidden_(options.integer("hidden", context.d_model, {.min = 1})),
-      negative_eigenvalues_(options.boolean("negative_eigenvalues", false)) {
+      negative_eigenvalues_(options.boolean("negative_eigenvalues", false)),
+      impl_(read_impl(options)) {
   input_ = register_module("input", torch::nn::Linear(context.d_model, 2 * hidden_));
   output_ = register_module("output", torch::nn::Linear(hidden_, context.d_model));
   torch::NoGradGuard no_grad;
@@ -18,8 +21,13 @@ MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& s
   const torch::Tensor z = torch::sigmoid(parts[0]);
   const torch::Tensor carry = negative_eigenvalues_ ? 1 - 2 * z : 1 - z;
   const torch::Tensor input = z * parts[1];
-  torch::Tensor h =
+  const torch::Tensor h0 =
       state.empty() ? torch::zeros({x.size(0), hidden_}, x.options()) : state.tensors.at(0);
+  if (impl_.fused) {
+    const auto [h, h_last] = fused::diag_scan(carry, input, h0);
+    return {output_->forward(h), {{h_last}, state.position + x.size(1)}};
+  }
+  torch::Tensor h = h0;
   std::vector<torch::Tensor> steps;
   steps.reserve(static_cast<size_t>(x.size(1)));
   for (int64_t t = 0; t < x.size(1); ++t) {
@@ -30,8 +38,10 @@ MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& s
 }
 
 nlohmann::json MinGruMixerImpl::config() const {
-  return {
-      {"mixer", "mingru"}, {"hidden", hidden_}, {"negative_eigenvalues", negative_eigenvalues_}};
+  return {{"mixer", "mingru"},
+          {"hidden", hidden_},
+          {"negative_eigenvalues", negative_eigenvalues_},
+          {"impl", impl_.name()}};
 }
 
 Mixer make_mingru_mixer(const MixerContext& context, Options& options) {

@@ -1,5 +1,7 @@
 #include "runtime/model/mixers/qlstm.h"
 
+#include "runtime/model/fused/diag_scan.h"
+
 namespace memscript {
 
 namespace {
@@ -25,7 +27,8 @@ torch::Tensor qlstm_forget_gate(const torch::Tensor& preactivation, bool negativ
 
 QlstmMixerImpl::QlstmMixerImpl(const MixerContext& context, Options& options)
     : hidden_(options.integer("hidden", context.d_model, {.min = 1})),
-      negative_eigenvalues_(options.boolean("negative_eigenvalues", false)) {
+      negative_eigenvalues_(options.boolean("negative_eigenvalues", false)),
+      impl_(read_impl(options)) {
   gates_ = register_module(
       "gates",
       torch::nn::Linear(torch::nn::LinearOptions(context.d_model, 4 * hidden_).bias(false)));
@@ -42,13 +45,24 @@ MixerOutput QlstmMixerImpl::forward(const torch::Tensor& x, const MixerState& st
   const torch::Tensor input = torch::sigmoid(gates[1]) * torch::tanh(gates[2]);
   const torch::Tensor c0 =
       state.empty() ? torch::zeros({x.size(0), hidden_}, x.options()) : state.tensors.at(0);
-  const torch::Tensor c = diagonal_scan(f, input, c0);
+  torch::Tensor c, c_last;
+  if (impl_.fused) {
+    fused::DiagScanResult scan = fused::diag_scan(f, input, c0);
+    c = std::move(scan.h);
+    c_last = std::move(scan.h_last);
+  } else {
+    c = diagonal_scan(f, input, c0);
+    c_last = c.select(1, -1);
+  }
   const torch::Tensor h = torch::sigmoid(gates[3]) * torch::tanh(c);
-  return {output_->forward(h), {{c.select(1, -1)}, state.position + x.size(1)}};
+  return {output_->forward(h), {{c_last}, state.position + x.size(1)}};
 }
 
 nlohmann::json QlstmMixerImpl::config() const {
-  return {{"mixer", "qlstm"}, {"hidden", hidden_}, {"negative_eigenvalues", negative_eigenvalues_}};
+  return {{"mixer", "qlstm"},
+          {"hidden", hidden_},
+          {"negative_eigenvalues", negative_eigenvalues_},
+          {"impl", impl_.name()}};
 }
 
 Mixer make_qlstm_mixer(const MixerContext& context, Options& options) {

@@ -1,0 +1,36 @@
+#include "kernels/complex_scan.h"
+#include "kernels/cuda_launch.cuh"
+
+namespace memscript::kernels {
+
+namespace {
+
+__global__ void complex_scan_forward_kernel(ComplexScanForward<float> f, DiagScanShape shape) {
+  complex_scan_thread<float, float>(f, shape, blockIdx.x, threadIdx.x, blockDim.x);
+}
+
+__global__ void complex_scan_backward_kernel(ComplexScanBackward<float> g, DiagScanShape shape) {
+  complex_scan_backward_thread<float, float>(g, shape, blockIdx.x, threadIdx.x, blockDim.x);
+}
+
+}  // namespace
+
+bool complex_scan_forward_cuda(const ComplexScanForward<float>& f, DiagScanShape shape,
+                               void* stream, const char** message) {
+  const int64_t blocks = diag_scan_blocks(shape);
+  if (blocks == 0) return true;
+  complex_scan_forward_kernel<<<static_cast<unsigned>(blocks), kDiagScanThreadsPerBlock, 0,
+                                cuda_stream(stream)>>>(f, shape);
+  return cuda_launch_succeeded(message);
+}
+
+bool complex_scan_backward_cuda(const ComplexScanBackward<float>& g, DiagScanShape shape,
+                                void* stream, const char** message) {
+  const int64_t blocks = diag_scan_blocks(shape);
+  if (blocks == 0) return true;
+  complex_scan_backward_kernel<<<static_cast<unsigned>(blocks), kDiagScanThreadsPerBlock, 0,
+                                 cuda_stream(stream)>>>(g, shape);
+  return cuda_launch_succeeded(message);
+}
+
+}  // namespace memscript::kernels

@@ -1,0 +1,20 @@
+#pragma once
+
+// The `impl` option every mixer reads (contract 1): "fused" (default) runs the hand-written
+// kernels of kernels/, "reference" the composed libtorch ops that serve as their oracle. Mixers
+// whose only implementation is a libtorch fused op accept both and run the same code.
+
+#include <string>
+
+#include "runtime/options.h"
+
+namespace memscript {
+
+struct Impl {
+  bool fused;
+  const char* name() const { return fused ? "fused" : "reference"; }
+};
+
+Impl read_impl(Options& options);
+
+}  // namespace memscript
