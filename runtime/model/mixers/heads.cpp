@@ -2,6 +2,10 @@
 
 namespace memscript {
 
+bool read_fused(Options& options) {
+  return options.string("impl", "fused", {"fused", "reference"}) == "fused";
+}
+
 HeadShape read_head_shape(const MixerContext& context, Options& options) {
   const int64_t head_dim = options.integer(
       "head_dim", std::max<int64_t>(1, context.d_model / context.heads), {.min = 1});

@@ -16,6 +16,10 @@ struct HeadShape {
   nlohmann::json config() const { return {{"heads", heads}, {"head_dim", head_dim}}; }
 };
 
+// Option `impl`: "fused" (default) runs the recurrence in the kernels of kernels/ through the
+// ops of runtime/model/fused/; "reference" in composed libtorch ops, kept as the oracle.
+bool read_fused(Options& options);
+
 // Heads come from the decoder (context.heads); option `head_dim` (default d_model / heads).
 HeadShape read_head_shape(const MixerContext& context, Options& options);
 
