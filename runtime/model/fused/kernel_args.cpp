@@ -1,7 +1,6 @@
 #include "runtime/model/fused/kernel_args.h"
 
 #ifdef MEMSCRIPT_WITH_CUDA
-#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -26,7 +25,6 @@ torch::ScalarType state_dtype(torch::ScalarType dtype) {
 
 void* cuda_stream_for([[maybe_unused]] const torch::Tensor& x) {
 #ifdef MEMSCRIPT_WITH_CUDA
-  c10::cuda::set_device(x.get_device());
   return c10::cuda::getCurrentCUDAStream(x.get_device()).stream();
 #else
   TORCH_CHECK(false, "memscript was built without CUDA kernels; cannot run on ", x.device());

@@ -4,6 +4,8 @@
 // kernel is instantiated for, and the stream a CUDA kernel is launched on. Shared by the fused
 // ops of this folder.
 
+#include <c10/core/DeviceGuard.h>
+
 #include <type_traits>
 
 #include "kernels/sequence_view.h"
@@ -49,7 +51,7 @@ void dispatch_element_type(const torch::Tensor& x, const char* op, F&& f) {
               "bfloat16 on CUDA, not ", dtype, " on ", x.device(), "; use impl = \"reference\"");
 }
 
-// The current CUDA stream of x's device (a cudaStream_t), made current for the launch.
+// The current CUDA stream of x's device, as a cudaStream_t.
 void* cuda_stream_for(const torch::Tensor& x);
 
 // Throws with the launcher's message when a CUDA launch failed.
@@ -68,6 +70,7 @@ void run_on_device(const char* op, const torch::Tensor& like, int64_t count, int
                    Cpu&& cpu, Cuda&& cuda) {
   if (like.is_cuda()) {
     if constexpr (!std::is_same_v<T, double>) {
+      const c10::DeviceGuard on_device(like.device());
       const char* message = nullptr;
       check_launch(cuda(cuda_stream_for(like), &message), op, message);
     }
