@@ -90,14 +90,16 @@ TEST_CASE("matrix mixers report every resolved option in config") {
                        {"head_dim", 8},
                        {"feature_map", "elu1"},
                        {"qk_norm", false},
-                       {"eps", 1e-6}});
+                       {"eps", 1e-6},
+                       {"impl", "fused"}});
   Options none_either("test");
   CHECK(make<MixerImpl>("gated_deltanet", none_either)->config() ==
         nlohmann::json{{"mixer", "gated_deltanet"},
                        {"heads", 2},
                        {"head_dim", 8},
                        {"negative_eigenvalues", false},
-                       {"qk_norm", true}});
+                       {"qk_norm", true},
+                       {"impl", "fused"}});
 }
 
 TEST_CASE("the delta rule follows a three-step recurrence written out by hand") {

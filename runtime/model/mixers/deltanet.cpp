@@ -1,5 +1,8 @@
 #include "runtime/model/mixers/deltanet.h"
 
+#include "runtime/model/fused/impl.h"
+#include "runtime/model/fused/delta_rule_op.h"
+
 namespace memscript {
 
 torch::Tensor delta_rule_step(const torch::Tensor& state, const torch::Tensor& k,
@@ -27,6 +30,15 @@ DeltaRuleOutput delta_rule(const torch::Tensor& q, const torch::Tensor& k, const
   return {torch::stack(outputs, 2), s};
 }
 
+namespace {
+DeltaRuleOutput fused_delta_rule(const torch::Tensor& q, const torch::Tensor& k,
+                                 const torch::Tensor& v, const torch::Tensor& beta,
+                                 const torch::Tensor& alpha, const torch::Tensor& state) {
+  fused::DeltaRuleResult out = fused::delta_rule(q, k, v, beta, alpha, state);
+  return {out.outputs, out.state};
+}
+}  // namespace
+
 DeltaNetMixerImpl::DeltaNetMixerImpl(const MixerContext& context, Options& options)
     : DeltaNetMixerImpl("deltanet", context, options) {}
 
@@ -35,7 +47,8 @@ DeltaNetMixerImpl::DeltaNetMixerImpl(const std::string& name, const MixerContext
     : name_(name),
       shape_(read_head_shape(context, options)),
       negative_eigenvalues_(options.boolean("negative_eigenvalues", false)),
-      qk_norm_(options.boolean("qk_norm", true)) {
+      qk_norm_(options.boolean("qk_norm", true)),
+      fused_(read_impl(options).fused) {
   qkv_ = QkvProjections(*this, context.d_model, shape_);
   // A bias lets each head learn how strongly it writes regardless of the token.
   beta_ = register_input_projection(*this, "beta", context.d_model, shape_.heads, true);
@@ -52,14 +65,18 @@ torch::Tensor DeltaNetMixerImpl::decay(const torch::Tensor& /*x*/) { return {}; 
 MixerOutput DeltaNetMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
   const auto [q, k, v] = project_heads(qkv_, x, shape_.heads, qk_norm_);
   const torch::Tensor carried = state.empty() ? torch::Tensor() : state.tensors.at(0);
-  DeltaRuleOutput out = delta_rule(q, k, v, write_strength(x), decay(x), carried);
+  const torch::Tensor beta = write_strength(x), alpha = decay(x);
+  const DeltaRuleOutput out = fused_ ? fused_delta_rule(q, k, v, beta, alpha, carried)
+                                     : delta_rule(q, k, v, beta, alpha, carried);
   return {output_->forward(merge_heads(out.outputs)), {{out.state}, state.position + x.size(1)}};
 }
 
 nlohmann::json DeltaNetMixerImpl::config() const {
   nlohmann::json config = {{"mixer", name_}};
   config.update(shape_.config());
-  config.update({{"negative_eigenvalues", negative_eigenvalues_}, {"qk_norm", qk_norm_}});
+  config.update({{"negative_eigenvalues", negative_eigenvalues_},
+                 {"qk_norm", qk_norm_},
+                 {"impl", fused_ ? "fused" : "reference"}});
   return config;
 }
 

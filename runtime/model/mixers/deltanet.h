@@ -19,6 +19,8 @@
 // Options:
 //   head_dim              width of each head (default d_model / heads; heads from the decoder)
 //   negative_eigenvalues  β = 2σ(·) in (0, 2) instead of σ(·) in (0, 1) (default false)
+//   impl                  "fused" (default): the kernels of kernels/delta_rule.h; "reference":
+//                         delta_rule() below, token by token in libtorch ops
 //   qk_norm               L2-normalise q and k (default true). Turning it off leaves ‖k‖ free,
 //                         so the eigenvalue 1 − β‖k‖² is no longer bounded by 1 in magnitude and
 //                         S can grow without limit, most quickly with negative_eigenvalues.
@@ -74,6 +76,7 @@ class DeltaNetMixerImpl : public MixerImpl {
   HeadShape shape_;
   bool negative_eigenvalues_;
   bool qk_norm_;
+  bool fused_;
   QkvProjections qkv_;
   torch::nn::Linear beta_{nullptr}, output_{nullptr};
 };

@@ -1,5 +1,8 @@
 #include "runtime/model/mixers/linear_attention.h"
 
+#include "runtime/model/fused/impl.h"
+#include "runtime/model/fused/linear_attention_op.h"
+
 namespace memscript {
 
 namespace {
@@ -32,6 +35,14 @@ LinearAttentionOutput attend_block(const torch::Tensor& phi_q, const torch::Tens
           {state.sum + torch::matmul(phi_k.transpose(-1, -2), v), state.normaliser + phi_k.sum(2)}};
 }
 
+LinearAttentionOutput fused_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
+                                             const torch::Tensor& v,
+                                             const LinearAttentionState& state, double eps) {
+  fused::LinearAttentionResult out =
+      fused::linear_attention(phi_q, phi_k, v, state.sum, state.normaliser, eps);
+  return {out.outputs, {out.sum, out.normaliser}};
+}
+
 }  // namespace
 
 LinearAttentionOutput linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
@@ -54,7 +65,8 @@ LinearAttentionMixerImpl::LinearAttentionMixerImpl(const MixerContext& context, 
     : shape_(read_head_shape(context, options)),
       feature_map_(options.string("feature_map", "elu1", {"elu1", "relu"})),
       qk_norm_(options.boolean("qk_norm", false)),
-      eps_(read_eps(options)) {
+      eps_(read_eps(options)),
+      fused_(read_impl(options).fused) {
   qkv_ = QkvProjections(*this, context.d_model, shape_);
   output_ = register_output_projection(*this, shape_, context);
 }
@@ -68,7 +80,9 @@ MixerOutput LinearAttentionMixerImpl::forward(const torch::Tensor& x, const Mixe
   const auto [q, k, v] = project_heads(qkv_, x, shape_.heads, qk_norm_);
   LinearAttentionState carried;
   if (!state.empty()) carried = {state.tensors.at(0), state.tensors.at(1)};
-  LinearAttentionOutput out = linear_attention(feature_map(q), feature_map(k), v, carried, eps_);
+  const LinearAttentionOutput out =
+      fused_ ? fused_linear_attention(feature_map(q), feature_map(k), v, carried, eps_)
+             : linear_attention(feature_map(q), feature_map(k), v, carried, eps_);
   return {output_->forward(merge_heads(out.outputs)),
           {{out.state.sum, out.state.normaliser}, state.position + x.size(1)}};
 }
@@ -76,7 +90,10 @@ MixerOutput LinearAttentionMixerImpl::forward(const torch::Tensor& x, const Mixe
 nlohmann::json LinearAttentionMixerImpl::config() const {
   nlohmann::json config = {{"mixer", "linear_attention"}};
   config.update(shape_.config());
-  config.update({{"feature_map", feature_map_}, {"qk_norm", qk_norm_}, {"eps", eps_}});
+  config.update({{"feature_map", feature_map_},
+                 {"qk_norm", qk_norm_},
+                 {"eps", eps_},
+                 {"impl", fused_ ? "fused" : "reference"}});
   return config;
 }
 

@@ -15,6 +15,8 @@
 //                normaliser z_tᵀφ(q_t) is never negative. An identity map is not offered: its
 //                normaliser can vanish or change sign.
 //   qk_norm      L2-normalise q and k per head before φ (default false)
+//   impl         "fused" (default): the kernels of kernels/linear_attention.h; "reference":
+//                linear_attention() below in libtorch ops
 //   eps          added to the normaliser, > 0 (default 1e-6); it is what keeps relu, whose
 //                φ can be all zero, from dividing by zero
 //
@@ -56,6 +58,7 @@ class LinearAttentionMixerImpl : public MixerImpl {
   std::string feature_map_;
   bool qk_norm_;
   double eps_;
+  bool fused_;
   QkvProjections qkv_;
   torch::nn::Linear output_{nullptr};
 };

@@ -1,0 +1,33 @@
+#include "linear_attention.h"
+
+namespace memscript::kernels {
+
+namespace {
+template <typename T>
+void forward_heads(const LinearAttentionForward<T>& p, int64_t begin, int64_t end) {
+  for (int64_t head = begin; head < end; ++head) linear_attention_forward_head(p, head);
+}
+template <typename T>
+void backward_heads(const LinearAttentionBackward<T>& p, int64_t begin, int64_t end) {
+  for (int64_t head = begin; head < end; ++head) linear_attention_backward_head(p, head);
+}
+}  // namespace
+
+void linear_attention_forward_cpu(const LinearAttentionForward<float>& p, int64_t begin,
+                                  int64_t end) {
+  forward_heads(p, begin, end);
+}
+void linear_attention_forward_cpu(const LinearAttentionForward<double>& p, int64_t begin,
+                                  int64_t end) {
+  forward_heads(p, begin, end);
+}
+void linear_attention_backward_cpu(const LinearAttentionBackward<float>& p, int64_t begin,
+                                   int64_t end) {
+  backward_heads(p, begin, end);
+}
+void linear_attention_backward_cpu(const LinearAttentionBackward<double>& p, int64_t begin,
+                                   int64_t end) {
+  backward_heads(p, begin, end);
+}
+
+}  // namespace memscript::kernels
