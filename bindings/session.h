@@ -15,6 +15,13 @@
 
 namespace memscript::lua {
 
+// --resume / --replay: the one run folder the script's ms.train calls are about.
+struct RunTarget {
+  std::string out;               // its name inside the output root, as ms.train{ out = } gave it
+  std::filesystem::path folder;  // where it trains: the run folder itself, or a fresh replay
+  bool resume = false;           // continue from the folder's checkpoint (else: train afresh)
+};
+
 struct Settings {
   bool unsafe = false;                         // --unsafe: no sandbox
   std::filesystem::path output_root = "runs";  // --out: run folders go here; sandboxed writes too
@@ -26,6 +33,8 @@ struct Settings {
   bool quiet = false;                          // no progress lines
   std::filesystem::path stdlib_dir;            // where `require` finds the stdlib
   std::vector<std::string> command_line;       // as typed, for the run folder
+  std::vector<std::string> script_args;        // for the run folder, so --resume can pass them
+  std::optional<RunTarget> target;             // other ms.train calls are skipped
 };
 
 struct Session {
@@ -35,6 +44,7 @@ struct Session {
   std::set<std::string> params_read;
   bool usage_error = false;      // an error that is the command line's fault
   std::optional<int> exit_code;  // set by os.exit in the sandbox
+  bool target_trained = false;   // the ms.train call of settings.target ran
 };
 
 // The session stored in the state's registry by the interpreter.
