@@ -95,6 +95,10 @@ double OptimizerSpec::lr_at(int64_t step, int64_t total) const {
   return schedule.min_lr + (lr - schedule.min_lr) * remaining;
 }
 
+std::unique_ptr<Optimizer> OptimizerSpec::make(const std::vector<torch::Tensor>& parameters) const {
+  return std::make_unique<Optimizer>(*this, parameters);
+}
+
 nlohmann::json OptimizerSpec::config() const {
   nlohmann::json out = {{"optimizer", kind}, {"lr", lr}, {"weight_decay", weight_decay}};
   if (is_adam(*this)) {

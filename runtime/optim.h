@@ -30,6 +30,8 @@ struct ScheduleSpec {
   double min_lr = 0;
 };
 
+class Optimizer;
+
 struct OptimizerSpec {
   std::string kind = "adamw";  // "adam", "adamw" or "sgd"
   double lr = 1e-3;
@@ -43,6 +45,8 @@ struct OptimizerSpec {
   nlohmann::json config() const;
   // The learning rate of `step` (1-based) of a run of `total` steps.
   double lr_at(int64_t step, int64_t total) const;
+  // An optimizer for `parameters`, for loops outside ms.train (benchmarks, tests).
+  std::unique_ptr<Optimizer> make(const std::vector<torch::Tensor>& parameters) const;
 };
 
 // ms.optim.<kind>{ lr, betas = {b1, b2}, eps, weight_decay, momentum, warmup, decay, min_lr }
@@ -63,6 +67,7 @@ class Optimizer {
   // Updates every parameter that has a gradient with learning rate `lr`, the gradients
   // multiplied by `grad_scale` (see clip_scale).
   void step(double lr, double grad_scale = 1);
+  void step() { step(spec_.lr); }  // at the spec's base lr, no schedule, no clipping
   int64_t steps_taken() const { return steps_; }
 
   void save(torch::serialize::OutputArchive& archive) const;

@@ -83,6 +83,9 @@ class Trainer {
     } catch (const std::exception& error) {
       write_status_after_error("failed: " + first_line(error.what()));
       throw;
+    } catch (...) {  // os.exit in a callback
+      write_status_after_error("failed: the script exited during training");
+      throw;
     }
   }
 
@@ -93,6 +96,7 @@ class Trainer {
     const int64_t first = hooks_.resume ? restore() + 1 : 1;
     if (first > 1) progress_.message("resuming at step " + std::to_string(first));
     start_ = Clock::now();
+    first_step_ = first;
     StopSignals signals;
     TrainResult result;
     result.steps = first - 1;
@@ -200,9 +204,11 @@ class Trainer {
         {"grad_norm", record.grad_norm},
         {"lr",
          record.lr}}.dump());
-    timing_.add(nlohmann::json{
-        {"step", step}, {"elapsed_s", elapsed()}, {"steps_per_s", progress_.steps_per_second()}}
-                    .dump());
+    // Steps per second of this process (a resumed run counts from where it resumed).
+    const double session = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double rate = static_cast<double>(step - first_step_ + 1) / std::max(session, 1e-9);
+    timing_.add(
+        nlohmann::json{{"step", step}, {"elapsed_s", elapsed()}, {"steps_per_s", rate}}.dump());
     metrics_.flush();
     timing_.flush();
     return record;
@@ -303,6 +309,7 @@ class Trainer {
   double last_grad_norm_ = 0;
   int64_t last_checkpoint_ = 0;
   double elapsed_before_ = 0;
+  int64_t first_step_ = 1;
   Clock::time_point start_;
 };
 

@@ -289,3 +289,19 @@ TEST_CASE("a file that cannot be written is a one-line error that loses no earli
   CHECK(read_file(cwd / "runs/train/checkpoint.pt") == checkpoint);
   CHECK(read_file(cwd / "runs/train/metrics.jsonl") == metrics);
 }
+
+TEST_CASE("progress on a terminal is one line rewritten in place") {
+  TempDir cwd;
+  if (!fs::exists("/usr/bin/script")) {
+    WARN("no /usr/bin/script to give memscript a terminal; skipped");
+    return;
+  }
+  const std::string command = std::string(MEMSCRIPT_BINARY) +
+                              " --threads 1 --out tty --set steps=30 --set log_every=10 " +
+                              kTrainScript;
+  const ProcessResult r =
+      run_process("/usr/bin/script", {"-qfec", command, "/dev/null"}, cwd.path());
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("\rstep ") && Contains("steps/s  eta ") && Contains("\033[K") &&
+                        Contains("step 30/30"));
+}
