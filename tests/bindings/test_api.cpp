@@ -266,7 +266,7 @@ TEST_CASE("m:save writes inside the output folder, ms.model.load brings back the
 TEST_CASE("ms.optim offers adam, adamw and sgd with schedules, and checks their options") {
   REQUIRE_LUA_OK(R"lua(
     for _, kind in ipairs{ "adam", "adamw", "sgd" } do assert(ms.optim[kind]{ lr = 0.1 }) end
-    assert(ms.optim.sgd{ momentum = 0.9, warmup = 10, decay = "linear", min_lr = 0.01 })
+    assert(ms.optim.sgd{ lr = 0.1, momentum = 0.9, warmup = 10, decay = "linear", min_lr = 0.01 })
     assert(ms.optim.adamw{ decay = "cosine" }))lua");
   CHECK_THAT(run_lua("ms.optim.sgd{ betas = {0.9, 0.9} }").error,
              Contains("ms.optim.sgd: unknown option 'betas'"));
