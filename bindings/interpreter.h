@@ -36,6 +36,7 @@ class Interpreter {
   // The last error printed (message and traceback), for tests and embedders.
   const std::string& last_error() const { return last_error_; }
   lua_State* state() { return L_; }
+  const Session& session() const { return session_; }
 
  private:
   int call_chunk(int arguments);

@@ -3,11 +3,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <limits>
 
 #include "bindings/convert.h"
+#include "bindings/error.h"
 #include "bindings/session.h"
 #include "bindings/types.h"
+#include "runtime/stop_signal.h"
 #include "runtime/train.h"
 #include "runtime/versions.h"
 
@@ -40,13 +43,16 @@ std::string checked_run_name(Options& options, const Session& current) {
   return name;
 }
 
-nlohmann::json run_config(const Session& current, const DecoderImpl& model, const Task& task,
-                          const OptimizerSpec& optimizer, const TrainSpec& spec) {
+nlohmann::json run_config(const Session& current, const std::string& out, const DecoderImpl& model,
+                          const Task& task, const OptimizerSpec& optimizer, const TrainSpec& spec) {
   nlohmann::json versions = runtime_versions();
   versions["lua"] = LUA_RELEASE;
   return {{"versions", versions},
           {"command_line", current.settings.command_line},
           {"script", current.script.filename().string()},
+          {"script_args", current.settings.script_args},
+          {"out", out},
+          {"seed", current.settings.seed},
           {"device", current.settings.device},
           {"threads", current.settings.threads},
           {"params", current.settings.params},
@@ -100,6 +106,124 @@ void print_progress(const std::string& line) {
   std::fflush(stderr);
 }
 
+// The parts of config.json that decide the numbers; a resume must rebuild exactly these.
+const char* const kRunDefiningKeys[] = {"model", "task", "optimizer", "train"};
+
+void check_same_run(const RunFolder& folder, const nlohmann::json& now) {
+  const fs::path path = folder.path() / "config.json";
+  std::ifstream in(path);
+  nlohmann::json stored;
+  try {
+    stored = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    throw UserError("--resume: cannot read " + path.string());
+  }
+  for (const char* key : kRunDefiningKeys) {
+    const nlohmann::json difference =
+        nlohmann::json::diff(stored.value(key, nlohmann::json()), now.at(key));
+    if (difference.empty()) continue;
+    const std::string where = std::string("/") + key + difference[0].value("path", "");
+    throw UserError("--resume: the script no longer builds the run in " + path.string() + " (" +
+                    where + " differs); resume with the script and parameters stored there");
+  }
+}
+
+// Lua functions given as on_step / on_eval, kept on the stack while ms.train runs.
+struct Callbacks {
+  int on_step = 0;  // stack index, 0 when absent
+  int on_eval = 0;
+};
+
+bool asks_to_stop(lua_State* L) {
+  const bool stop = lua_type(L, -1) == LUA_TSTRING && std::string(lua_tostring(L, -1)) == "stop";
+  lua_pop(L, 1);
+  return stop;
+}
+
+// Calls the callback at `index` with the `arguments` values on top of the stack; a Lua error in
+// it comes back as a LuaError that names the callback.
+bool call_callback(lua_State* L, int index, int arguments, const char* name) {
+  lua_pushvalue(L, index);
+  lua_insert(L, -1 - arguments);
+  try {
+    call_lua(L, arguments, 1);
+  } catch (const LuaError& error) {
+    throw LuaError(std::string("ms.train: ") + name + " callback failed: " + error.what());
+  }
+  return asks_to_stop(L);
+}
+
+void push_step_record(lua_State* L, const StepRecord& record) {
+  lua_createtable(L, 0, 5);
+  lua_pushinteger(L, record.step);
+  lua_setfield(L, -2, "step");
+  const std::pair<const char*, double> fields[] = {{"loss", record.loss},
+                                                   {"accuracy", record.accuracy},
+                                                   {"grad_norm", record.grad_norm},
+                                                   {"lr", record.lr}};
+  for (const auto& [key, value] : fields) {
+    lua_pushnumber(L, value);
+    lua_setfield(L, -2, key);
+  }
+}
+
+TrainHooks make_hooks(lua_State* L, const Callbacks& callbacks, bool quiet) {
+  TrainHooks hooks;
+  hooks.progress = !quiet;
+  if (callbacks.on_step) {
+    hooks.on_step = [L, index = callbacks.on_step](const StepRecord& record) {
+      push_step_record(L, record);
+      return call_callback(L, index, 1, "on_step");
+    };
+  }
+  if (callbacks.on_eval) {
+    hooks.on_eval = [L, index = callbacks.on_eval](int64_t step,
+                                                   const std::vector<LengthScores>& scores) {
+      push_scores_by_length(L, scores);
+      lua_pushinteger(L, step);
+      return call_callback(L, index, 2, "on_eval");
+    };
+  }
+  return hooks;
+}
+
+// Takes the callbacks out of the options table at index 1: read_options accepts no functions,
+// so the table is copied without them. Leaves the copy at index 2 and the functions above it.
+Callbacks take_callbacks(lua_State* L) {
+  if (lua_type(L, 1) != LUA_TTABLE) return {};
+  lua_settop(L, 1);
+  lua_newtable(L);
+  Callbacks callbacks;
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    const bool is_callback =
+        lua_type(L, -2) == LUA_TSTRING && (std::string(lua_tostring(L, -2)) == "on_step" ||
+                                           std::string(lua_tostring(L, -2)) == "on_eval");
+    if (!is_callback) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, 2);
+      continue;
+    }
+    const std::string key = lua_tostring(L, -2);
+    if (lua_type(L, -1) != LUA_TFUNCTION) {
+      throw UserError("ms.train: option '" + key + "' must be a function, got " +
+                      luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+  }
+  for (const char* key : {"on_step", "on_eval"}) {
+    lua_pushstring(L, key);
+    lua_rawget(L, 1);
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      continue;
+    }
+    (std::string(key) == "on_step" ? callbacks.on_step : callbacks.on_eval) = lua_gettop(L);
+  }
+  return callbacks;
+}
+
 std::vector<LengthScores> unmeasured_scores(const std::vector<int64_t>& lengths) {
   std::vector<LengthScores> all;
   for (int64_t length : lengths) all.push_back(unmeasured(length));
@@ -107,9 +231,13 @@ std::vector<LengthScores> unmeasured_scores(const std::vector<int64_t>& lengths)
 }
 
 void push_train_result(lua_State* L, const TrainResult& result, const std::string& out) {
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 8);
   lua_pushinteger(L, result.steps);
   lua_setfield(L, -2, "steps");
+  lua_pushboolean(L, result.stopped_early);
+  lua_setfield(L, -2, "stopped_early");
+  lua_pushnumber(L, result.beyond_accuracy);
+  lua_setfield(L, -2, "beyond_accuracy");
   if (result.last) {
     lua_pushnumber(L, result.last->loss);
     lua_setfield(L, -2, "loss");
@@ -124,36 +252,59 @@ void push_train_result(lua_State* L, const TrainResult& result, const std::strin
   lua_setfield(L, -2, "scores");
 }
 
-TrainResult run_training(const Session& current, DecoderImpl& model, const Task& task,
-                         const OptimizerSpec& optimizer, const TrainSpec& spec,
-                         const RunFolder& folder) {
-  folder.write("status", "running\n");
-  TrainHooks hooks;
-  if (!current.settings.quiet) hooks.progress = print_progress;
+// Trains; an interrupt (SIGINT/SIGTERM) ends the script with exit code 128 + signal once the
+// trainer has written its checkpoint.
+TrainResult run_training(DecoderImpl& model, const Task& task, const OptimizerSpec& optimizer,
+                         const TrainSpec& spec, const RunFolder& folder, const TrainHooks& hooks) {
   try {
-    TrainResult result = train(model, task, optimizer, spec, &folder, hooks);
-    folder.write("status", "completed\n");
-    return result;
-  } catch (const std::exception& error) {
-    folder.write("status", std::string("failed: ") + error.what() + "\n");
-    throw;
+    return train(model, task, optimizer, spec, &folder, hooks);
+  } catch (const TrainingInterrupted& interrupted) {
+    std::fprintf(stderr, "memscript: %s\n", interrupted.what());
+    std::fflush(stderr);
+    throw ExitRequest{exit_code_for_signal(interrupted.signal)};
   }
+}
+
+// A dry run, or under --resume/--replay a run other than the target: no training, NaN scores.
+int push_untrained_result(lua_State* L, const TrainSpec& spec, const char* flag) {
+  TrainResult planned;
+  planned.beyond_accuracy = std::numeric_limits<double>::quiet_NaN();
+  planned.scores = unmeasured_scores(spec.eval.lengths);
+  push_train_result(L, planned, "");
+  lua_pushboolean(L, true);
+  lua_setfield(L, -2, flag);
+  return 1;
+}
+
+// The folder this ms.train call trains in: a new one, or under --resume/--replay the target's.
+RunFolder open_run_folder(const Session& current, const std::string& name) {
+  if (current.settings.target) return RunFolder::open(current.settings.target->folder);
+  return RunFolder::create(current.settings.output_root, name);
+}
+
+bool is_target(const Session& current, const std::string& name) {
+  return fs::path(name).lexically_normal() ==
+         fs::path(current.settings.target->out).lexically_normal();
 }
 
 }  // namespace
 
-int make_adamw_binding(lua_State* L) {
-  Options options = read_optional_options(L, 1, "ms.optim.adamw");
-  OptimizerRef spec = make_adamw_spec(options);
+// ms.optim.<kind>{ ... }, kind in upvalue 1
+int make_optimizer_binding(lua_State* L) {
+  const std::string kind = lua_tostring(L, lua_upvalueindex(1));
+  Options options = read_optional_options(L, 1, "ms.optim." + kind);
+  OptimizerRef spec = make_optimizer_spec(kind, options);
   options.finish();
   push_object<OptimizerRef>(L, std::move(spec));
   return 1;
 }
 
-// ms.train{ model =, task =, optimizer =, steps =, batch =, length =, seed =, eval = {...}, out = }
+// ms.train{ model =, task =, optimizer =, steps =, batch =, length =, seed =, eval = {...}, out =,
+//           on_step =, on_eval =, ... }
 int train_binding(lua_State* L) {
-  Options options = read_options(L, 1, "ms.train");
-  const Session& current = session(L);
+  const Callbacks callbacks = take_callbacks(L);
+  Options options = read_options(L, lua_type(L, 1) == LUA_TTABLE ? 2 : 1, "ms.train");
+  Session& current = session(L);
   const ModelRef model = options.object<DecoderImpl>("model", "a model from ms.model.decoder");
   const TaskRef task = options.object<Task>("task", "a task from ms.task");
   const OptimizerRef optimizer =
@@ -167,40 +318,67 @@ int train_binding(lua_State* L) {
 
   if (current.settings.dry_run) {
     print_train_plan(*model, *task, spec);
-    TrainResult planned;
-    planned.scores = unmeasured_scores(spec.eval.lengths);
-    push_train_result(L, planned, "");
-    lua_pushboolean(L, true);
-    lua_setfield(L, -2, "dry_run");
-    return 1;
+    return push_untrained_result(L, spec, "dry_run");
+  }
+  if (current.settings.target && !is_target(current, name)) {
+    if (!current.settings.quiet)
+      print_progress("skipping the run " + name + " (not the one rerun)");
+    return push_untrained_result(L, spec, "skipped");
   }
 
-  const RunFolder folder = RunFolder::create(current.settings.output_root, name);
-  folder.write("config.json", run_config(current, *model, *task, *optimizer, spec).dump(2) + "\n");
-  copy_scripts(folder, current);
+  const RunFolder folder = open_run_folder(current, name);
+  const nlohmann::json config = run_config(current, name, *model, *task, *optimizer, spec);
+  const bool resume = current.settings.target && current.settings.target->resume;
+  if (resume) {
+    check_same_run(folder, config);
+  } else {
+    folder.write("config.json", config.dump(2) + "\n");
+    copy_scripts(folder, current);
+  }
+  if (current.settings.target) current.target_trained = true;
   if (!current.settings.quiet) print_progress("run folder: " + folder.path().string());
-  const TrainResult result = run_training(current, *model, *task, *optimizer, spec, folder);
+  TrainHooks hooks = make_hooks(L, callbacks, current.settings.quiet);
+  hooks.resume = resume;
+  const TrainResult result = run_training(*model, *task, *optimizer, spec, folder, hooks);
   push_train_result(L, result, folder.path().string());
   return 1;
 }
 
-// ms.evaluate(model, task, { lengths =, batches =, batch =, seed = }) -> { [length] = scores }
+// { train_length =, beyond_accuracy = }
+void push_summary(lua_State* L, const std::vector<LengthScores>& scores, int64_t train_length) {
+  lua_createtable(L, 0, 2);
+  if (train_length > 0) {
+    lua_pushinteger(L, train_length);
+    lua_setfield(L, -2, "train_length");
+  }
+  lua_pushnumber(L, train_length > 0 ? mean_accuracy_beyond(scores, train_length)
+                                     : std::numeric_limits<double>::quiet_NaN());
+  lua_setfield(L, -2, "beyond_accuracy");
+}
+
+// ms.evaluate(model, task, { lengths =, batches =, batch =, seed =, train_length = })
+//   -> { [length] = scores }, { beyond_accuracy =, train_length = }
 int evaluate_binding(lua_State* L) {
   const ModelRef& model = check_object<ModelRef>(L, 1);
   const TaskRef& task = check_object<TaskRef>(L, 2);
   Options options = read_options(L, 3, "ms.evaluate");
   const EvalSpec spec = read_eval_spec(options);
+  const int64_t train_length = options.integer("train_length", 0, {.min = 0});
   options.finish();
   if (spec.lengths.empty())
     throw UserError("ms.evaluate: option 'lengths' is required, like {48, 64}");
   check_model_fits_task(*model, *task);
   if (session(L).settings.dry_run) {
     std::printf("dry run: evaluate at lengths %s\n", nlohmann::json(spec.lengths).dump().c_str());
-    push_scores_by_length(L, unmeasured_scores(spec.lengths));
-    return 1;
+    const std::vector<LengthScores> scores = unmeasured_scores(spec.lengths);
+    push_scores_by_length(L, scores);
+    push_summary(L, scores, train_length);
+    return 2;
   }
-  push_scores_by_length(L, evaluate(*model, *task, spec));
-  return 1;
+  const std::vector<LengthScores> scores = evaluate(*model, *task, spec);
+  push_scores_by_length(L, scores);
+  push_summary(L, scores, train_length);
+  return 2;
 }
 
 void register_optimizer_type(lua_State* L) {

@@ -87,6 +87,27 @@ void push_task_constructors(lua_State* L) {
   }
 }
 
+void push_optimizer_constructors(lua_State* L) {
+  lua_newtable(L);
+  for (const std::string& kind : optimizer_kinds()) {
+    lua_pushlstring(L, kind.data(), kind.size());
+    lua_pushcclosure(L, protect<make_optimizer_binding>, 1);
+    lua_setfield(L, -2, kind.c_str());
+  }
+}
+
+// ms.rerun = { out =, mode = "resume" | "replay" } under --resume / --replay, so that helpers
+// (sweeps) know which run the script is re-executed for.
+void push_rerun(lua_State* L, const Settings& settings) {
+  if (!settings.target) return;
+  lua_createtable(L, 0, 2);
+  lua_pushstring(L, settings.target->out.c_str());
+  lua_setfield(L, -2, "out");
+  lua_pushstring(L, settings.target->resume ? "resume" : "replay");
+  lua_setfield(L, -2, "mode");
+  lua_setfield(L, -2, "rerun");
+}
+
 void push_versions(lua_State* L) {
   lua_createtable(L, 0, 5);
   const std::string memscript = memscript_version();
@@ -117,8 +138,7 @@ int open_core(lua_State* L) {
   set_function(L, "decoder", protect<make_decoder_binding>);
   set_function(L, "load", protect<load_model_binding>);
   lua_setfield(L, -2, "model");
-  lua_newtable(L);
-  set_function(L, "adamw", protect<make_adamw_binding>);
+  push_optimizer_constructors(L);
   lua_setfield(L, -2, "optim");
   set_function(L, "train", protect<train_binding>);
   set_function(L, "evaluate", protect<evaluate_binding>);
@@ -137,6 +157,7 @@ int open_core(lua_State* L) {
   lua_setfield(L, -2, "dry_run");
   lua_pushstring(L, settings.output_root.c_str());
   lua_setfield(L, -2, "out");
+  push_rerun(L, settings);
   return 1;
 }
 

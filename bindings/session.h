@@ -15,6 +15,13 @@
 
 namespace memscript::lua {
 
+// --resume / --replay: the one run folder the script's ms.train calls are about.
+struct RunTarget {
+  std::string out;               // its name inside the output root, as ms.train{ out = } gave it
+  std::filesystem::path folder;  // where it trains: the run folder itself, or a fresh replay
+  bool resume = false;           // continue from the folder's checkpoint (else: train afresh)
+};
+
 struct Settings {
   bool unsafe = false;                         // --unsafe: no sandbox
   std::filesystem::path output_root = "runs";  // --out: run folders go here; sandboxed writes too
@@ -29,6 +36,8 @@ struct Settings {
   int shard_index = 0;                         // --shard I/N: ms.sweep runs only shard I
   int shard_count = 0;                         //   of N (0: not sharded, run everything)
   bool plan_sweeps = false;                    // `memscript slurm`: ms.sweep only counts runs
+  std::vector<std::string> script_args;        // for the run folder, so --resume can pass them
+  std::optional<RunTarget> target;             // other ms.train calls are skipped
 };
 
 struct Session {
@@ -40,6 +49,7 @@ struct Session {
   std::optional<int> exit_code;  // set by os.exit in the sandbox
   long long planned_runs = 0;    // runs of every ms.sweep so far (all shards)
   long long failed_runs = 0;     // runs of this process's sweeps that failed
+  bool target_trained = false;   // the ms.train call of settings.target ran
 };
 
 // The session stored in the state's registry by the interpreter.

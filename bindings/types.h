@@ -37,8 +37,8 @@ void register_optimizer_type(lua_State* L);
 int tensor_from_table(lua_State* L);  // ms.tensor
 int make_task_binding(lua_State* L);  // ms.task.<name>, name in upvalue 1
 int make_decoder_binding(lua_State* L);
-int load_model_binding(lua_State* L);  // ms.model.load
-int make_adamw_binding(lua_State* L);
+int load_model_binding(lua_State* L);      // ms.model.load
+int make_optimizer_binding(lua_State* L);  // ms.optim.<kind>, kind in upvalue 1
 int train_binding(lua_State* L);
 int evaluate_binding(lua_State* L);
 

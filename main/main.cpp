@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include <cxxopts.hpp>
 
 #include "bindings/interpreter.h"
+#include "main/rerun.h"
 #include "main/slurm.h"
 #include "memscript_config.h"
 #include "runtime/device.h"
@@ -39,8 +41,8 @@ class UsageError : public std::runtime_error {
 };
 
 // The options that take a value in the next argument, for finding where the script starts.
-const std::set<std::string> kOptionsWithValue = {"-e",     "--device", "--threads", "--out",
-                                                 "--seed", "--set",    "--shard"};
+const std::set<std::string> kOptionsWithValue = {
+    "-e", "--device", "--threads", "--out", "--seed", "--set", "--shard", "--resume", "--replay"};
 
 // argv[1 .. first) are memscript's options, argv[first] the script, the rest its arguments.
 int find_script_index(int argc, char** argv) {
@@ -71,7 +73,10 @@ cxxopts::Options make_options() {
       cxxopts::value<std::string>())(
       "dry-run", "build models and tasks, print the plan and parameter counts, train nothing")(
       "e", "run CODE (before the script, if any)", cxxopts::value<std::vector<std::string>>(),
-      "CODE")("quiet", "no progress lines")(
+      "CODE")("resume", "continue the run in RUN_DIR from its last checkpoint",
+              cxxopts::value<std::string>(), "RUN_DIR")(
+      "replay", "re-run RUN_DIR's script into RUN_DIR/replay and compare the numbers",
+      cxxopts::value<std::string>(), "RUN_DIR")("quiet", "no progress lines")(
       "unsafe", "run without the sandbox (full io, os, debug, C modules)");
   return options;
 }
@@ -155,6 +160,24 @@ void print_versions() {
   std::printf("GPU: %s\n", memscript::gpu_available() ? "present" : "none");
 }
 
+memscript::Rerun start_rerun(const cxxopts::ParseResult& parsed, memscript::lua::Settings& settings,
+                             bool script_given) {
+  const bool replay = parsed.count("replay") > 0;
+  if (script_given || (replay && parsed.count("resume"))) {
+    throw UsageError("--resume and --replay take a run folder instead of a script, one at a time");
+  }
+  const memscript::ExplicitSettings given{parsed.count("threads") > 0, parsed.count("device") > 0,
+                                          parsed.count("seed") > 0, parsed.count("set") > 0};
+  try {
+    memscript::Rerun rerun = memscript::prepare_rerun(
+        parsed[replay ? "replay" : "resume"].as<std::string>(), replay, given, settings);
+    if (settings.threads > 0) memscript::set_threads(settings.threads);
+    return rerun;
+  } catch (const UserError& error) {
+    throw UsageError(error.what());
+  }
+}
+
 int run(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "slurm")
     return memscript::run_slurm_command(argc - 1, argv + 1, find_stdlib(argv[0]));
@@ -212,6 +235,17 @@ int run(int argc, char** argv) {
     check_script(script);
     script_args.assign(argv + script_index + 1, argv + argc);
   }
+  std::optional<memscript::Rerun> rerun;
+  if (parsed.count("resume") || parsed.count("replay")) {
+    rerun = start_rerun(parsed, settings, !script.empty());
+    if (rerun->already_complete) {
+      std::printf("%s is complete; nothing to resume\n", rerun->run.c_str());
+      return kSuccess;
+    }
+    script = rerun->script;
+    script_args = rerun->args;
+  }
+  settings.script_args = script_args;
 
   memscript::lua::Interpreter interpreter(std::move(settings));
   int status = kSuccess;
@@ -221,7 +255,10 @@ int run(int argc, char** argv) {
       if (status != kSuccess) return status;
     }
   }
-  if (!script.empty()) {
+  if (rerun) {
+    status = memscript::finish_rerun(*rerun, interpreter.session(),
+                                     interpreter.run_file(script, script_args));
+  } else if (!script.empty()) {
     status = interpreter.run_file(script, script_args);
   } else if (!parsed.count("e")) {
     status = interpreter.repl(stdin, ::isatty(STDIN_FILENO));

@@ -1,6 +1,7 @@
 #include "runtime/metrics.h"
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 
@@ -69,6 +70,30 @@ LengthScores ScoreAccumulator::finish() const {
                       : nan;
   }
   return out;
+}
+
+double mean_accuracy_beyond(const std::vector<LengthScores>& scores, int64_t train_length) {
+  double sum = 0;
+  int64_t count = 0;
+  for (const LengthScores& s : scores) {
+    if (s.length <= train_length) continue;
+    sum += s.accuracy;
+    ++count;
+  }
+  return count ? sum / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
+}
+
+std::vector<std::string> position_rows(int64_t step, const LengthScores& scores) {
+  std::vector<std::string> rows;
+  for (size_t t = 0; t < scores.accuracy_by_position.size(); ++t) {
+    const double accuracy = scores.accuracy_by_position[t];
+    if (std::isnan(accuracy)) continue;
+    char row[96];
+    std::snprintf(row, sizeof row, "%lld,%lld,%zu,%.6f", static_cast<long long>(step),
+                  static_cast<long long>(scores.length), t + 1, accuracy);
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 }  // namespace memscript

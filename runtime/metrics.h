@@ -4,6 +4,7 @@
 // tests can check every number against hand-computed cases.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace memscript {
@@ -42,5 +43,13 @@ class ScoreAccumulator {
   std::vector<int64_t> right_at_;
   std::vector<int64_t> scored_at_;
 };
+
+// The summary of an evaluation: mean token accuracy over the lengths longer than the training
+// length (how well the model extrapolates); NaN when no length is longer.
+double mean_accuracy_beyond(const std::vector<LengthScores>& scores, int64_t train_length);
+
+// eval_positions.csv rows (`step,length,position,accuracy`), one per scored position;
+// positions count from 1, like the script's by_position list.
+std::vector<std::string> position_rows(int64_t step, const LengthScores& scores);
 
 }  // namespace memscript

@@ -69,6 +69,17 @@ RunFolder RunFolder::create(const fs::path& root, const std::string& name) {
   throw UserError("cannot find a free run folder name for " + (root / name).string());
 }
 
+RunFolder RunFolder::open(const fs::path& path) {
+  std::error_code error;
+  if (!fs::is_directory(path, error)) throw UserError(path.string() + " is not a run folder");
+  for (const auto& entry : fs::recursive_directory_iterator(path, error)) {
+    if (entry.path().filename().string().find(".tmp.") != std::string::npos) {
+      fs::remove(entry.path(), error);
+    }
+  }
+  return RunFolder(path);
+}
+
 void RunFolder::write(const std::string& relative, const std::string& content) const {
   const fs::path target = path_ / relative;
   std::error_code error;
@@ -89,6 +100,20 @@ LineLog::LineLog(const RunFolder* folder, std::string relative, std::string head
     : folder_(folder), relative_(std::move(relative)), header_(std::move(header)) {}
 
 void LineLog::add(const std::string& line) { lines_.push_back(line); }
+
+void LineLog::restore(size_t count) {
+  lines_.clear();
+  if (!folder_) return;
+  std::ifstream in(folder_->path() / relative_);
+  std::string line;
+  if (!header_.empty()) std::getline(in, line);
+  while (lines_.size() < count && std::getline(in, line)) lines_.push_back(line);
+  if (lines_.size() < count) {
+    throw UserError((folder_->path() / relative_).string() +
+                    " has fewer lines than its checkpoint counts (" +
+                    std::to_string(lines_.size()) + " < " + std::to_string(count) + ")");
+  }
+}
 
 void LineLog::flush() const {
   if (!folder_) return;

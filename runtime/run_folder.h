@@ -17,6 +17,8 @@ class RunFolder {
   // Creates root/name, or root/name-1, root/name-2, ... when it exists: an earlier run is
   // never overwritten.
   static RunFolder create(const std::filesystem::path& root, const std::string& name);
+  // An existing run folder, to resume it; temporaries a killed process left are removed.
+  static RunFolder open(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const { return path_; }
   // Writes `relative` (which may name a subfolder) inside the run folder.
@@ -36,6 +38,8 @@ class LineLog {
   void add(const std::string& line);
   void flush() const;
   const std::vector<std::string>& lines() const { return lines_; }
+  // Takes the first `count` lines of the file on disk (after the header), for a resume.
+  void restore(size_t count);
 
  private:
   const RunFolder* folder_;

@@ -5,6 +5,9 @@
 #include <cstdio>
 
 #include "runtime/batch.h"
+#include "runtime/checkpoint.h"
+#include "runtime/progress.h"
+#include "runtime/stop_signal.h"
 
 namespace memscript {
 
@@ -14,20 +17,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kEvalCsvHeader =
     "step,length,accuracy,sequence_accuracy,precision,recall,loss,scored,sequences";
-
-std::string format_duration(double seconds) {
-  char buffer[32];
-  if (seconds >= 3600) {
-    std::snprintf(buffer, sizeof buffer, "%dh%02dm", static_cast<int>(seconds / 3600),
-                  static_cast<int>(std::fmod(seconds, 3600) / 60));
-  } else if (seconds >= 60) {
-    std::snprintf(buffer, sizeof buffer, "%dm%02ds", static_cast<int>(seconds / 60),
-                  static_cast<int>(std::fmod(seconds, 60)));
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%.0fs", seconds);
-  }
-  return buffer;
-}
+constexpr const char* kPositionsHeader = "step,length,position,accuracy";
 
 std::string eval_csv_row(int64_t step, const LengthScores& s) {
   char buffer[256];
@@ -38,21 +28,28 @@ std::string eval_csv_row(int64_t step, const LengthScores& s) {
   return buffer;
 }
 
-// Sums over the steps between two log lines.
+double ratio(int64_t part, int64_t whole) {
+  return whole ? static_cast<double>(part) / static_cast<double>(whole) : NAN;
+}
+
+// Sums over the steps since the last log line (checkpointed: a checkpoint may fall between
+// two log lines).
 struct Interval {
   double loss_sum = 0;
   int64_t steps = 0;
   int64_t right = 0;
   int64_t scored = 0;
 
-  void add(double loss, const torch::Tensor& logits, const TensorBatch& batch) {
-    loss_sum += loss;
-    ++steps;
-    const torch::Tensor right_mask = logits.argmax(-1).eq(batch.targets).logical_and(batch.mask);
-    right += right_mask.sum().item<int64_t>();
-    scored += batch.mask.sum().item<int64_t>();
+  nlohmann::json to_json() const {
+    return {{"loss_sum", loss_sum}, {"steps", steps}, {"right", right}, {"scored", scored}};
+  }
+  static Interval from_json(const nlohmann::json& j) {
+    return {j.at("loss_sum").get<double>(), j.at("steps").get<int64_t>(),
+            j.at("right").get<int64_t>(), j.at("scored").get<int64_t>()};
   }
 };
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 class Trainer {
  public:
@@ -60,61 +57,146 @@ class Trainer {
           const TrainSpec& spec, const RunFolder* folder, const TrainHooks& hooks)
       : model_(model),
         task_(task),
-        optimizer_(optimizer.make(model.parameters())),
-        lr_(optimizer.lr),
+        optimizer_spec_(optimizer),
+        optimizer_(optimizer, model.parameters()),
         spec_(spec),
+        folder_(folder),
         hooks_(hooks),
+        progress_(hooks.progress, spec.steps),
         metrics_(folder, "metrics.jsonl"),
         timing_(folder, "timing.jsonl"),
-        eval_csv_(folder, "eval.csv", kEvalCsvHeader) {}
+        eval_csv_(folder, "eval.csv", kEvalCsvHeader),
+        positions_(folder, "eval_positions.csv", kPositionsHeader) {}
 
   TrainResult run() {
     for (int64_t length : spec_.eval.lengths) task_.check_length(length);
     task_.check_length(spec_.length.min);
     task_.check_length(spec_.length.max);
-    torch::manual_seed(spec_.seed);
-    model_.train();
-    start_ = Clock::now();
-    TrainResult result;
-    for (int64_t step = 1; step <= spec_.steps; ++step) {
-      train_step(step);
-      if (step % spec_.effective_log_every() == 0 || step == spec_.steps) result.last = log(step);
-      const bool last = step == spec_.steps;
-      if (!spec_.eval.lengths.empty() &&
-          (last || (spec_.eval_every > 0 && step % spec_.eval_every == 0))) {
-        result.scores = run_eval(step);
-      }
+    write_status("running");
+    try {
+      TrainResult result = loop();
+      write_status("completed");
+      return result;
+    } catch (const TrainingInterrupted&) {
+      write_status_after_error("interrupted");
+      throw;
+    } catch (const std::exception& error) {
+      write_status_after_error("failed: " + first_line(error.what()));
+      throw;
+    } catch (...) {  // os.exit in a callback
+      write_status_after_error("failed: the script exited during training");
+      throw;
     }
-    result.steps = spec_.steps;
-    return result;
   }
 
  private:
-  void train_step(int64_t step) {
+  TrainResult loop() {
+    model_.train();
+    torch::manual_seed(spec_.seed);
+    const int64_t first = hooks_.resume ? restore() + 1 : 1;
+    if (first > 1) progress_.message("resuming at step " + std::to_string(first));
+    start_ = Clock::now();
+    first_step_ = first;
+    StopSignals signals;
+    TrainResult result;
+    result.steps = first - 1;
+    for (int64_t step = first; step <= spec_.steps; ++step) {
+      const StepRecord now = train_step(step);
+      const bool last = step == spec_.steps;
+      bool stop = hooks_.on_step && step % spec_.on_step_every == 0 && hooks_.on_step(now);
+      const bool logged = stop || last || step % spec_.effective_log_every() == 0;
+      if (logged) {
+        result.last = log(step);
+        stop = stop || (spec_.stop_accuracy > 0 && result.last->accuracy >= spec_.stop_accuracy);
+      }
+      progress_.step(step, logged ? result.last->loss : now.loss,
+                     logged ? result.last->accuracy : now.accuracy, logged);
+      if (evaluation_due(step, stop || last)) {
+        result.scores = run_eval(step);
+        const bool asked = hooks_.on_eval && hooks_.on_eval(step, result.scores);
+        if (asked && !logged && !stop) result.last = log(step);
+        stop = stop || asked;
+      }
+      const bool final = last || stop;
+      const int signal = StopSignals::received();
+      result.steps = step;
+      result.stopped_early = stop && !last;
+      if (final || signal || step % spec_.effective_checkpoint_every() == 0) checkpoint(step);
+      if (final) break;
+      if (signal) interrupted(signal, step);
+    }
+    if (first > spec_.steps && !spec_.eval.lengths.empty()) {
+      // Resumed after the final checkpoint: nothing left to train, only the scores to give.
+      result.scores = evaluate(model_, task_, spec_.eval);
+    }
+    result.beyond_accuracy = mean_accuracy_beyond(result.scores, spec_.length.max);
+    return result;
+  }
+
+  bool evaluation_due(int64_t step, bool final) const {
+    if (spec_.eval.lengths.empty()) return false;
+    return final || (spec_.eval_every > 0 && step % spec_.eval_every == 0);
+  }
+
+  StepRecord train_step(int64_t step) {
+    const double lr = optimizer_spec_.lr_at(step, spec_.steps);
     const uint64_t seed =
         mix_seed(spec_.seed, 0x54524149 /* "TRAI" */, static_cast<uint64_t>(step));
     const HostBatch host = sample_host_batch(task_, spec_.batch, spec_.length, seed);
     const TensorBatch batch = to_tensors(host, model_.device());
-    optimizer_->zero_grad();
+    optimizer_.zero_grad();
     const torch::Tensor logits = model_.forward(batch.inputs);
     const torch::Tensor loss = masked_cross_entropy(logits, batch.targets, batch.mask);
+    const double loss_value = loss.item<double>();
+    if (!std::isfinite(loss_value)) fail_not_finite("the loss", loss_value, step, lr);
     loss.backward();
-    const double max_norm = spec_.clip > 0 ? spec_.clip : std::numeric_limits<double>::infinity();
-    last_grad_norm_ = torch::nn::utils::clip_grad_norm_(model_.parameters(), max_norm);
-    optimizer_->step();
-    interval_.add(loss.item<double>(), logits.detach(), batch);
+    last_grad_norm_ = optimizer_.gradient_norm();
+    if (!std::isfinite(last_grad_norm_))
+      fail_not_finite("the gradient norm", last_grad_norm_, step, lr);
+    optimizer_.step(lr, clip_scale(last_grad_norm_, spec_.clip));
+
+    torch::NoGradGuard no_grad;
+    const int64_t right =
+        logits.argmax(-1).eq(batch.targets).logical_and(batch.mask).sum().item<int64_t>();
+    const int64_t scored = batch.mask.sum().item<int64_t>();
+    interval_.loss_sum += loss_value;
+    interval_.steps += 1;
+    interval_.right += right;
+    interval_.scored += scored;
+    return {step, loss_value, ratio(right, scored), last_grad_norm_, lr};
+  }
+
+  [[noreturn]] void fail_not_finite(const std::string& what, double value, int64_t step,
+                                    double lr) {
+    flush_logs();
+    char number[32];
+    std::snprintf(number, sizeof number, "%g", lr);
+    std::string message = what + " is " + (std::isnan(value) ? "NaN" : "infinite") + " at step " +
+                          std::to_string(step) + " (lr " + number + "): training stopped; ";
+    message += last_checkpoint_ > 0
+                   ? "the last good checkpoint is step " + std::to_string(last_checkpoint_)
+                   : std::string("no checkpoint was written yet");
+    message += " (a lower lr or clip = 1 may help)";
+    throw UserError(message);
+  }
+
+  [[noreturn]] void interrupted(int signal, int64_t step) {
+    throw TrainingInterrupted(
+        signal, std::string("interrupted by ") + signal_name(signal) + " after step " +
+                    std::to_string(step) + "; checkpoint and metrics written" +
+                    (folder_ ? "; continue with: memscript --resume " + folder_->path().string()
+                             : std::string()));
+  }
+
+  double elapsed() const {
+    return elapsed_before_ + std::chrono::duration<double>(Clock::now() - start_).count();
   }
 
   StepRecord log(int64_t step) {
     const StepRecord record{step, interval_.loss_sum / static_cast<double>(interval_.steps),
-                            interval_.scored ? static_cast<double>(interval_.right) /
-                                                   static_cast<double>(interval_.scored)
-                                             : NAN,
-                            last_grad_norm_, lr_};
+                            ratio(interval_.right, interval_.scored), last_grad_norm_,
+                            optimizer_spec_.lr_at(step, spec_.steps)};
     interval_ = Interval{};
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    const double steps_per_second = static_cast<double>(step) / std::max(elapsed, 1e-9);
-
     metrics_.add(nlohmann::json{
         {"step", record.step},
         {"loss", record.loss},
@@ -122,20 +204,13 @@ class Trainer {
         {"grad_norm", record.grad_norm},
         {"lr",
          record.lr}}.dump());
-    metrics_.flush();
+    // Steps per second of this process (a resumed run counts from where it resumed).
+    const double session = std::chrono::duration<double>(Clock::now() - start_).count();
+    const double rate = static_cast<double>(step - first_step_ + 1) / std::max(session, 1e-9);
     timing_.add(
-        nlohmann::json{{"step", step}, {"elapsed_s", elapsed}, {"steps_per_s", steps_per_second}}
-            .dump());
+        nlohmann::json{{"step", step}, {"elapsed_s", elapsed()}, {"steps_per_s", rate}}.dump());
+    metrics_.flush();
     timing_.flush();
-    if (hooks_.on_log) hooks_.on_log(record);
-    if (hooks_.progress) {
-      char line[256];
-      const double eta = static_cast<double>(spec_.steps - step) / std::max(steps_per_second, 1e-9);
-      std::snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  acc %.4f  %.1f steps/s  eta %s",
-                    static_cast<long long>(step), static_cast<long long>(spec_.steps), record.loss,
-                    record.accuracy, steps_per_second, format_duration(eta).c_str());
-      hooks_.progress(line);
-    }
     return record;
   }
 
@@ -146,30 +221,95 @@ class Trainer {
     for (const LengthScores& s : scores) {
       by_length[std::to_string(s.length)] = scores_json(s);
       eval_csv_.add(eval_csv_row(step, s));
+      for (const std::string& row : position_rows(step, s)) positions_.add(row);
       char part[64];
       std::snprintf(part, sizeof part, "  L=%lld acc %.4f", static_cast<long long>(s.length),
                     s.accuracy);
       summary += part;
     }
-    metrics_.add(nlohmann::json{{"step", step}, {"eval", by_length}}.dump());
-    metrics_.flush();
-    eval_csv_.flush();
-    if (hooks_.on_eval) hooks_.on_eval(step, scores);
-    if (hooks_.progress) hooks_.progress(summary);
+    metrics_.add(nlohmann::json{{"step", step},
+                                {"eval", by_length},
+                                {"beyond_accuracy", mean_accuracy_beyond(scores, spec_.length.max)}}
+                     .dump());
+    flush_logs();
+    progress_.message(summary);
     return scores;
+  }
+
+  void flush_logs() {
+    metrics_.flush();
+    timing_.flush();
+    eval_csv_.flush();
+    positions_.flush();
+  }
+
+  void checkpoint(int64_t step) {
+    if (!folder_) return;
+    flush_logs();
+    const nlohmann::json state = {{"step", step},
+                                  {"interval", interval_.to_json()},
+                                  {"grad_norm", last_grad_norm_},
+                                  {"elapsed_s", elapsed()},
+                                  {"lines",
+                                   {{"metrics", metrics_.lines().size()},
+                                    {"timing", timing_.lines().size()},
+                                    {"eval", eval_csv_.lines().size()},
+                                    {"positions", positions_.lines().size()}}}};
+    write_checkpoint(*folder_, model_, optimizer_, state);
+    last_checkpoint_ = step;
+  }
+
+  // Returns the step of the checkpoint (0: none, start afresh).
+  int64_t restore() {
+    if (!folder_) return 0;
+    const std::optional<nlohmann::json> state = read_checkpoint(*folder_, model_, optimizer_);
+    if (!state) {
+      flush_logs();  // a run killed before its first checkpoint starts over
+      return 0;
+    }
+    const nlohmann::json& lines = state->at("lines");
+    metrics_.restore(lines.at("metrics").get<size_t>());
+    timing_.restore(lines.at("timing").get<size_t>());
+    eval_csv_.restore(lines.at("eval").get<size_t>());
+    positions_.restore(lines.at("positions").get<size_t>());
+    flush_logs();
+    interval_ = Interval::from_json(state->at("interval"));
+    last_grad_norm_ = state->at("grad_norm").get<double>();
+    elapsed_before_ = state->at("elapsed_s").get<double>();
+    last_checkpoint_ = state->at("step").get<int64_t>();
+    return last_checkpoint_;
+  }
+
+  void write_status(const std::string& status) {
+    if (folder_) folder_->write("status", status + "\n");
+  }
+
+  // After an error, the status is written if the disk lets us; the first error is the one
+  // that is reported.
+  void write_status_after_error(const std::string& status) {
+    try {
+      write_status(status);
+    } catch (const std::exception&) {
+    }
   }
 
   DecoderImpl& model_;
   const Task& task_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  double lr_;
+  const OptimizerSpec& optimizer_spec_;
+  Optimizer optimizer_;
   const TrainSpec& spec_;
+  const RunFolder* folder_;
   const TrainHooks& hooks_;
+  Progress progress_;
   LineLog metrics_;
   LineLog timing_;
   LineLog eval_csv_;
+  LineLog positions_;
   Interval interval_;
   double last_grad_norm_ = 0;
+  int64_t last_checkpoint_ = 0;
+  double elapsed_before_ = 0;
+  int64_t first_step_ = 1;
   Clock::time_point start_;
 };
 
@@ -182,12 +322,19 @@ nlohmann::json TrainSpec::config() const {
           {"seed", seed},
           {"clip", clip},
           {"log_every", effective_log_every()},
+          {"checkpoint_every", effective_checkpoint_every()},
+          {"stop_accuracy", stop_accuracy},
+          {"on_step_every", on_step_every},
           {"eval", eval.config()},
           {"eval_every", eval_every}};
 }
 
 int64_t TrainSpec::effective_log_every() const {
   return log_every > 0 ? log_every : std::max<int64_t>(1, steps / 20);
+}
+
+int64_t TrainSpec::effective_checkpoint_every() const {
+  return checkpoint_every > 0 ? checkpoint_every : std::max<int64_t>(1, steps / 10);
 }
 
 TrainSpec read_train_spec(Options& options, uint64_t default_seed) {
@@ -199,6 +346,9 @@ TrainSpec read_train_spec(Options& options, uint64_t default_seed) {
       options.integer("seed", static_cast<int64_t>(default_seed), {.min = 0}));
   spec.clip = options.number("clip", 0.0, 0.0, INFINITY);
   spec.log_every = options.integer("log_every", 0, {.min = 0});
+  spec.checkpoint_every = options.integer("checkpoint_every", 0, {.min = 0});
+  spec.stop_accuracy = options.number("stop_accuracy", 0.0, 0.0, 1.0);
+  spec.on_step_every = options.integer("on_step_every", 1, {.min = 1});
   Options eval = options.table("eval");
   spec.eval = read_eval_spec(eval);
   spec.eval_every = eval.integer("every", 0, {.min = 0});

@@ -100,6 +100,16 @@ void set_defaults(Options& options, const std::map<std::string, int64_t>& defaul
   for (const auto& [key, value] : defaults) options.set_default(key, {value});
 }
 
+// LayerNorm from composed ops. libtorch's fused CPU layer_norm backward sums the weight and
+// bias gradients in one piece per thread, so they change (around 1e-8) with the thread count;
+// composed, every reduction runs in a fixed order and training gives the same bits with
+// --threads 1 and --threads 2. Same parameters and formula as torch::nn::LayerNorm.
+torch::Tensor layer_norm(const torch::nn::LayerNorm& norm, const torch::Tensor& x) {
+  const torch::Tensor centered = x - x.mean(-1, true);
+  const torch::Tensor variance = centered.square().mean(-1, true);
+  return centered * torch::rsqrt(variance + norm->options.eps()) * norm->weight + norm->bias;
+}
+
 }  // namespace
 
 BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidden)
@@ -116,9 +126,9 @@ BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidde
 }
 
 MixerOutput BlockImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  MixerOutput mixed = mixer_->forward(mixer_norm_->forward(x), state);
+  MixerOutput mixed = mixer_->forward(layer_norm(mixer_norm_, x), state);
   const torch::Tensor h = x + mixed.y;
-  mixed.y = h + mlp_down_->forward(torch::gelu(mlp_up_->forward(mlp_norm_->forward(h))));
+  mixed.y = h + mlp_down_->forward(torch::gelu(mlp_up_->forward(layer_norm(mlp_norm_, h))));
   return mixed;
 }
 
@@ -194,7 +204,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
     x = block.y;
     out.state.layers.push_back(std::move(block.state));
   }
-  out.logits = head_->forward(final_norm_->forward(x));
+  out.logits = head_->forward(layer_norm(final_norm_, x));
   return out;
 }
 

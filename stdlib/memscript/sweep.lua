@@ -142,7 +142,12 @@ return function(ms)
     end
   end
 
-  local function mine(run) return run.shard == nil or run.shard == helpers.shard_index end
+  -- Under --resume / --replay the script is re-run for one run folder: only that run executes.
+  local function rerun_target(run) return ms.rerun ~= nil and run.out == ms.rerun.out end
+  local function mine(run)
+    if ms.rerun then return rerun_target(run) end
+    return run.shard == nil or run.shard == helpers.shard_index
+  end
 
   -- --- the manifest (sweep.json): what the report needs to know about the plan --------------
 
@@ -202,7 +207,7 @@ return function(ms)
   local function execute(spec, run)
     local sweep_folder = ms.out .. "/" .. spec.name
     local folder = ms.out .. "/" .. run.out
-    if ms.dry_run then
+    if ms.dry_run or rerun_target(run) then -- a rerun continues the folder as it is
       local ok, result = pcall(spec.run, run.params)
       if not ok and type(result) == "userdata" then error(result, 0) end
       return ok and "completed" or "failed", ok and result or message_of(result)
@@ -248,7 +253,7 @@ return function(ms)
     local outcome = { name = spec.name, runs = runs, completed = {}, skipped = {}, busy = {},
                       failed = {}, elsewhere = {} }
     if helpers.plan_only then return outcome end
-    if not ms.dry_run then helpers.write(ms.out .. "/" .. spec.name .. "/sweep.json", manifest(spec, keys, seeds, runs)) end
+    if not ms.dry_run and not ms.rerun then helpers.write(ms.out .. "/" .. spec.name .. "/sweep.json", manifest(spec, keys, seeds, runs)) end
     local own, done = 0, 0
     for _, run in ipairs(runs) do if mine(run) then own = own + 1 end end
     for _, run in ipairs(runs) do

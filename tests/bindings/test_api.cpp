@@ -262,3 +262,27 @@ TEST_CASE("m:save writes inside the output folder, ms.model.load brings back the
   CHECK(fs::is_regular_file(path));
   CHECK(!fs::exists("/tmp/memscript-escape.pt"));
 }
+
+TEST_CASE("ms.optim offers adam, adamw and sgd with schedules, and checks their options") {
+  REQUIRE_LUA_OK(R"lua(
+    for _, kind in ipairs{ "adam", "adamw", "sgd" } do assert(ms.optim[kind]{ lr = 0.1 }) end
+    assert(ms.optim.sgd{ lr = 0.1, momentum = 0.9, warmup = 10, decay = "linear", min_lr = 0.01 })
+    assert(ms.optim.adamw{ decay = "cosine" }))lua");
+  CHECK_THAT(run_lua("ms.optim.sgd{ betas = {0.9, 0.9} }").error,
+             Contains("ms.optim.sgd: unknown option 'betas'"));
+  CHECK_THAT(run_lua("ms.optim.adam{ decay = 'step' }").error, Contains("decay"));
+  CHECK_THAT(run_lua("ms.optim.adamw{ lr = 0.1, min_lr = 1 }").error, Contains("min_lr"));
+}
+
+TEST_CASE("ms.evaluate returns the scores by length and the summary beyond the training length") {
+  REQUIRE_LUA_OK(R"lua(
+    local p = ms.task.parity{}
+    local m = ms.model.decoder{ mixer = "lstm", d_model = 8, heads = 1, layers = 1, task = p }
+    local scores, summary = ms.evaluate(m, p, { lengths = { 8, 12, 16 }, batches = 1, batch = 4,
+                                                train_length = 8 })
+    assert(summary.train_length == 8)
+    local mean = (scores[12].accuracy + scores[16].accuracy) / 2
+    assert(math.abs(summary.beyond_accuracy - mean) < 1e-12, summary.beyond_accuracy)
+    local _, none = ms.evaluate(m, p, { lengths = { 8 }, batches = 1, batch = 4 })
+    assert(none.beyond_accuracy ~= none.beyond_accuracy))lua");
+}

@@ -52,3 +52,29 @@ TEST_CASE("a line log rewrites its file with the header and every line so far") 
   log.flush();
   CHECK(read_file(folder.path() / "eval.csv") == "step,accuracy\n1,0.5\n2,0.75\n");
 }
+
+TEST_CASE("opening a run folder to resume it removes temporaries a killed process left") {
+  TempDir root;
+  const RunFolder folder = RunFolder::create(root.path(), "run");
+  folder.write("metrics.jsonl", "{}\n");
+  root.write("run/metrics.jsonl.tmp.12345", "{\"half");
+  const RunFolder reopened = RunFolder::open(root / "run");
+  CHECK(reopened.path() == root / "run");
+  CHECK(!fs::exists(root / "run/metrics.jsonl.tmp.12345"));
+  CHECK(read_file(root / "run/metrics.jsonl") == "{}\n");
+  CHECK_THROWS_WITH(RunFolder::open(root / "missing"),
+                    Catch::Matchers::Contains("not a run folder"));
+}
+
+TEST_CASE("a line log restored for a resume keeps the lines its checkpoint counted") {
+  TempDir root;
+  const RunFolder folder = RunFolder::create(root.path(), "run");
+  root.write("run/eval.csv", "step,accuracy\n1,0.5\n2,0.75\n3,0.8\n");
+  LineLog log(&folder, "eval.csv", "step,accuracy");
+  log.restore(2);
+  log.add("3,0.9");
+  log.flush();
+  CHECK(read_file(folder.path() / "eval.csv") == "step,accuracy\n1,0.5\n2,0.75\n3,0.9\n");
+  LineLog short_log(&folder, "eval.csv", "step,accuracy");
+  CHECK_THROWS_WITH(short_log.restore(9), Catch::Matchers::Contains("fewer lines"));
+}

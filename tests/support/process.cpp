@@ -1,6 +1,7 @@
 #include "process.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,10 +37,11 @@ void TempDir::write(const std::string& name, const std::string& content) const {
   std::ofstream(path_ / name, std::ios::binary) << content;
 }
 
-ProcessResult run_process(const std::string& program, const std::vector<std::string>& args,
-                          const fs::path& directory, const std::string& input) {
-  TempDir io;
-  io.write("stdin", input);
+namespace {
+
+// Forks and runs `program` with stdin, stdout and stderr from/to files in `io`.
+pid_t start_process(const std::string& program, const std::vector<std::string>& args,
+                    const fs::path& directory, const TempDir& io) {
   const fs::path out = io / "stdout";
   const fs::path err = io / "stderr";
   const pid_t child = ::fork();
@@ -59,10 +61,43 @@ ProcessResult run_process(const std::string& program, const std::vector<std::str
     ::execv(program.c_str(), argv.data());
     ::_exit(127);
   }
+  return child;
+}
+
+ProcessResult reap(pid_t child, const TempDir& io) {
   int status = 0;
   ::waitpid(child, &status, 0);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return {code, read_file(out), read_file(err)};
+  return {code, read_file(io / "stdout"), read_file(io / "stderr")};
+}
+
+}  // namespace
+
+ProcessResult run_process(const std::string& program, const std::vector<std::string>& args,
+                          const fs::path& directory, const std::string& input) {
+  TempDir io;
+  io.write("stdin", input);
+  return reap(start_process(program, args, directory, io), io);
+}
+
+Child::Child(const std::string& program, const std::vector<std::string>& args,
+             const fs::path& directory) {
+  io_.write("stdin", "");
+  pid_ = start_process(program, args, directory, io_);
+}
+
+Child::~Child() {
+  if (pid_ < 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+}
+
+void Child::signal(int signal) const { ::kill(pid_, signal); }
+
+ProcessResult Child::wait() {
+  const ProcessResult result = reap(pid_, io_);
+  pid_ = -1;
+  return result;
 }
 
 }  // namespace memscript::test

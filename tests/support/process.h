@@ -35,4 +35,22 @@ class TempDir {
 
 std::string read_file(const std::filesystem::path& path);
 
+// A process running in the background (for tests that signal or kill it mid-run). The
+// destructor kills and reaps it if the test did not wait for it.
+class Child {
+ public:
+  Child(const std::string& program, const std::vector<std::string>& args,
+        const std::filesystem::path& directory);
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  void signal(int signal) const;
+  ProcessResult wait();
+
+ private:
+  TempDir io_;
+  int pid_ = -1;
+};
+
 }  // namespace memscript::test

@@ -1,0 +1,28 @@
+#pragma once
+
+// A training checkpoint: one file, `checkpoint.pt` in the run folder, holding the model's
+// weights, the optimizer's state, libtorch's CPU random state and the loop's own state (step,
+// the sums since the last log line, how many lines each log file had) as JSON. Written
+// atomically, so it is always the last complete checkpoint; the logs are flushed before it,
+// so they hold at least the lines it counts and a resume cuts them back to that.
+
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "runtime/model/decoder.h"
+#include "runtime/optim.h"
+#include "runtime/run_folder.h"
+
+namespace memscript {
+
+constexpr const char* kCheckpointFile = "checkpoint.pt";
+
+void write_checkpoint(const RunFolder& folder, DecoderImpl& model, const Optimizer& optimizer,
+                      const nlohmann::json& loop_state);
+
+// Restores model, optimizer and random state; returns the loop's state, or nothing when the
+// folder has no checkpoint yet.
+std::optional<nlohmann::json> read_checkpoint(const RunFolder& folder, DecoderImpl& model,
+                                              Optimizer& optimizer);
+
+}  // namespace memscript

@@ -1,0 +1,25 @@
+#pragma once
+
+// SIGINT and SIGTERM while a run trains: the handler only records the signal; the training
+// loop finishes its step, writes a checkpoint and the metrics so far, then stops. A second
+// signal gets the default action (the process ends at once). Outside training the default
+// actions apply, so Ctrl-C stops a script at any time.
+
+namespace memscript {
+
+class StopSignals {
+ public:
+  StopSignals();   // installs the handlers
+  ~StopSignals();  // restores what was there before
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // The signal received since construction, or 0.
+  static int received();
+};
+
+// The exit status of a process stopped by `signal`, as shells report it: 128 + signal.
+int exit_code_for_signal(int signal);
+const char* signal_name(int signal);
+
+}  // namespace memscript
