@@ -38,7 +38,8 @@ struct Settings {
   Budget budget;
   bool steps = true;
   bool scaling = true;
-  bool pytorch = true;
+  bool pytorch_asked = true;  // the part was asked for
+  bool pytorch = true;        // ... and can run
   std::string scaling_preset = "seed-mini";
   std::vector<int64_t> scaling_lengths;
   std::string python;
@@ -308,11 +309,11 @@ Settings parse(int argc, char** argv) {
       ("batch", "batch size", cxxopts::value<int64_t>()->default_value("32"))
       ("threads", "intra-op threads (env MEMSCRIPT_BENCH_THREADS)",
        cxxopts::value<int>()->default_value(env_or("MEMSCRIPT_BENCH_THREADS", "1")))
-      ("warmup", "untimed steps before timing", cxxopts::value<int>()->default_value("2"))
+      ("warmup", "untimed steps before timing", cxxopts::value<int>()->default_value("1"))
       ("min-repeats", "fewest timed steps", cxxopts::value<int>()->default_value("3"))
       ("max-repeats", "most timed steps", cxxopts::value<int>()->default_value("50"))
       ("budget", "seconds of timed steps per case beyond the fewest (env MEMSCRIPT_BENCH_BUDGET)",
-       cxxopts::value<double>()->default_value(env_or("MEMSCRIPT_BENCH_BUDGET", "0.5")))
+       cxxopts::value<double>()->default_value(env_or("MEMSCRIPT_BENCH_BUDGET", "0.3")))
       ("parts", "comma-separated parts: steps, scaling, pytorch (env MEMSCRIPT_BENCH_PARTS)",
        cxxopts::value<std::string>()->default_value(env_or("MEMSCRIPT_BENCH_PARTS", "steps,scaling,pytorch")))
       ("scaling-preset", "preset of the time-against-length table",
@@ -348,7 +349,8 @@ Settings parse(int argc, char** argv) {
   s.scaling = wants("scaling");
   s.python = parsed["python"].as<std::string>();
   s.script = parsed["script"].as<std::string>();
-  s.pytorch = wants("pytorch") && !s.python.empty() && !s.script.empty();
+  s.pytorch_asked = wants("pytorch");
+  s.pytorch = s.pytorch_asked && !s.python.empty() && !s.script.empty();
   s.scaling_preset = parsed["scaling-preset"].as<std::string>();
   s.scaling_lengths = split_integers(parsed["scaling-lengths"].as<std::string>());
   s.jsonl = parsed["jsonl"].as<std::string>();
@@ -368,8 +370,9 @@ int main(int argc, char** argv) {
     bool torch_found = s.pytorch;
     if (s.pytorch) {
       torch_found = print_pytorch_table(bench);
-    } else if (s.require_pytorch) {
-      std::printf("SKIPPED: no --python and --script given; no PyTorch comparison\n");
+    } else if (s.pytorch_asked) {
+      std::printf("\nSKIPPED: no --python (a Python with torch) and --script "
+                  "(pytorch_reference.py) given; no PyTorch comparison\n");
     }
     if (!s.jsonl.empty() && s.jsonl != "-")
       std::printf("\n# results, one JSON object a line: %s\n", s.jsonl.c_str());

@@ -31,10 +31,10 @@ struct Median {
 // while the timed total stays under `budget_seconds`, never more than `max_repeats`. Slow cases
 // get their minimum, fast ones enough repetitions for a stable median.
 struct Budget {
-  int warmup = 2;
+  int warmup = 1;
   int min_repeats = 3;
   int max_repeats = 50;
-  double budget_seconds = 0.5;
+  double budget_seconds = 0.3;
 };
 
 template <typename Body>

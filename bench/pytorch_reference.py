@@ -346,10 +346,10 @@ def main():
     parser.add_argument("--cases", required=True, help="JSON list of cases (see above)")
     parser.add_argument("--out", required=True, help="where to write the JSON results")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--min-repeats", type=int, default=3)
     parser.add_argument("--max-repeats", type=int, default=50)
-    parser.add_argument("--budget", type=float, default=0.5,
+    parser.add_argument("--budget", type=float, default=0.3,
                         help="seconds of timed steps per case beyond the fewest")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
