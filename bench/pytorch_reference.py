@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""The memscript decoder written by hand in PyTorch eager, as a researcher would without memscript.
+
+Same architecture as runtime/model/decoder.cpp (token embedding, pre-LN blocks
+x + mixer(LN(x)) and x + MLP(LN(x)) with GELU, final LN, linear head) and the same mixers as
+runtime/model/mixers/, each recurrence a Python loop over time. It times one training step
+(forward, masked cross-entropy, backward, AdamW) per case, with the parameter count, so that
+memscript_bench_mixers can print both side by side.
+
+    python pytorch_reference.py --cases cases.json --out results.json [--threads 1]
+
+cases.json is a list of {mixer, preset, length, batch, config}, where config is memscript's
+resolved decoder configuration (DecoderImpl::config()); results.json is a list of
+{mixer, preset, length, parameters, ms, repeats} in the same order. Exits with 77 when torch
+cannot be imported.
+"""
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+TORCH_MISSING = 77
+
+try:
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+except ImportError as error:  # the bench prints a loud SKIPPED line for this
+    print(f"pytorch_reference.py: cannot import torch ({error})", file=sys.stderr)
+    sys.exit(TORCH_MISSING)
+
+
+def linear(d_in, d_out, bias=True):
+    layer = nn.Linear(d_in, d_out, bias=bias)
+    nn.init.normal_(layer.weight, 0.0, 0.02)
+    if bias:
+        nn.init.zeros_(layer.bias)
+    return layer
+
+
+class Lstm(nn.Module):
+    # memscript uses libtorch's fused LSTM here too: this is what a user would write as well.
+    def __init__(self, d_model, config):
+        super().__init__()
+        self.lstm = nn.LSTM(d_model, config["hidden"], batch_first=True)
+        self.output = linear(config["hidden"], d_model)
+
+    def forward(self, x):
+        return self.output(self.lstm(x)[0])
+
+
+class Qlstm(nn.Module):
+    def __init__(self, d_model, config):
+        super().__init__()
+        self.hidden = config["hidden"]
+        self.negative = config["negative_eigenvalues"]
+        self.gates = linear(d_model, 4 * self.hidden, bias=False)
+        self.forget_bias = nn.Parameter(torch.zeros(self.hidden))
+        self.output = linear(self.hidden, d_model)
+
+    def forward(self, x):
+        f, i, z, o = self.gates(x).chunk(4, dim=-1)
+        f = torch.sigmoid(f + self.forget_bias + 1)
+        if self.negative:
+            f = 2 * f - 1
+        u = torch.sigmoid(i) * torch.tanh(z)
+        c = x.new_zeros(x.shape[0], self.hidden)
+        cells = []
+        for t in range(x.shape[1]):
+            c = f[:, t] * c + u[:, t]
+            cells.append(c)
+        c = torch.stack(cells, dim=1)
+        return self.output(torch.sigmoid(o) * torch.tanh(c))
+
+
+class MinGru(nn.Module):
+    def __init__(self, d_model, config):
+        super().__init__()
+        self.hidden = config["hidden"]
+        self.negative = config["negative_eigenvalues"]
+        self.input = linear(d_model, 2 * self.hidden)
+        self.output = linear(self.hidden, d_model)
+
+    def forward(self, x):
+        gate, candidate = self.input(x).chunk(2, dim=-1)
+        z = torch.sigmoid(gate)
+        carry = 1 - 2 * z if self.negative else 1 - z
+        u = z * candidate
+        h = x.new_zeros(x.shape[0], self.hidden)
+        states = []
+        for t in range(x.shape[1]):
+            h = carry[:, t] * h + u[:, t]
+            states.append(h)
+        return self.output(torch.stack(states, dim=1))
+
+
+class Lru(nn.Module):
+    def __init__(self, d_model, config):
+        super().__init__()
+        n = config["d_state"]
+        self.d_state = n
+        self.negative = config["negative_eigenvalues"]
+        self.nu = nn.Parameter(torch.zeros(n).uniform_(-2.0, 0.0))
+        self.theta = nn.Parameter(torch.zeros(n)) if config["max_phase"] > 0 else None
+        self.b_re = linear(d_model, n, bias=False)
+        self.b_im = linear(d_model, n, bias=False)
+        self.c_re = linear(n, d_model, bias=False)
+        self.c_im = linear(n, d_model, bias=False)
+        self.d = nn.Parameter(torch.randn(d_model) * 0.02)
+        self.output = linear(d_model, d_model)
+
+    def forward(self, x):
+        s = torch.exp(self.nu)
+        a = torch.exp(-s)
+        if self.negative:
+            a = 2 * a - 1
+            gamma = torch.sqrt(4 * torch.exp(-s) * -torch.expm1(-s))
+        else:
+            gamma = torch.sqrt(-torch.expm1(-2 * s))
+        if self.theta is None:
+            lam_re, lam_im = a, torch.zeros_like(a)
+        else:
+            phase = torch.exp(self.theta)
+            lam_re, lam_im = a * torch.cos(phase), a * torch.sin(phase)
+        in_re, in_im = gamma * self.b_re(x), gamma * self.b_im(x)
+        re = x.new_zeros(x.shape[0], self.d_state)
+        im = torch.zeros_like(re)
+        res, ims = [], []
+        for t in range(x.shape[1]):
+            re, im = (lam_re * re - lam_im * im + in_re[:, t],
+                      lam_im * re + lam_re * im + in_im[:, t])
+            res.append(re)
+            ims.append(im)
+        y = self.c_re(torch.stack(res, 1)) - self.c_im(torch.stack(ims, 1)) + self.d * x
+        return self.output(y)
+
+
+class Heads(nn.Module):
+    """The q/k/v projections and head layout of the linear-attention family."""
+
+    def __init__(self, d_model, config):
+        super().__init__()
+        self.heads, self.head_dim = config["heads"], config["head_dim"]
+        width = self.heads * self.head_dim
+        self.query = linear(d_model, width, bias=False)
+        self.key = linear(d_model, width, bias=False)
+        self.value = linear(d_model, width, bias=False)
+        self.output = linear(width, d_model)
+
+    def split(self, x):  # [B, L, H*D] -> [B, H, L, D]
+        return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)
+
+    def qkv(self, x, qk_norm):
+        q, k, v = self.split(self.query(x)), self.split(self.key(x)), self.split(self.value(x))
+        if qk_norm:
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        return q, k, v
+
+    def merge(self, y):  # [B, H, L, D] -> [B, L, H*D]
+        return self.output(y.transpose(1, 2).flatten(2))
+
+
+class LinearAttention(Heads):
+    def __init__(self, d_model, config):
+        super().__init__(d_model, config)
+        self.relu = config["feature_map"] == "relu"
+        self.qk_norm = config["qk_norm"]
+        self.eps = config["eps"]
+
+    def phi(self, x):
+        return torch.relu(x) if self.relu else F.elu(x) + 1
+
+    def forward(self, x):
+        q, k, v = self.qkv(x, self.qk_norm)
+        q, k = self.phi(q), self.phi(k)
+        b, h, length, d = k.shape
+        state = x.new_zeros(b, h, d, v.shape[-1])
+        normaliser = x.new_zeros(b, h, d)
+        outputs = []
+        for t in range(length):
+            state = state + k[:, :, t, :, None] * v[:, :, t, None, :]
+            normaliser = normaliser + k[:, :, t]
+            numerator = (q[:, :, t, :, None] * state).sum(-2)
+            denominator = (q[:, :, t] * normaliser).sum(-1, keepdim=True) + self.eps
+            outputs.append(numerator / denominator)
+        return self.merge(torch.stack(outputs, dim=2))
+
+
+class DeltaNet(Heads):
+    def __init__(self, d_model, config, gated=False):
+        super().__init__(d_model, config)
+        self.negative = config["negative_eigenvalues"]
+        self.qk_norm = config["qk_norm"]
+        self.beta = linear(d_model, self.heads)
+        if gated:
+            self.alpha = linear(d_model, self.heads, bias=False)
+            self.a_log = nn.Parameter(torch.empty(self.heads).uniform_(1, 16).log())
+            self.dt_bias = nn.Parameter(torch.zeros(self.heads))
+        self.gated = gated
+
+    def forward(self, x):
+        q, k, v = self.qkv(x, self.qk_norm)
+        beta = torch.sigmoid(self.beta(x)).transpose(1, 2)  # [B, H, L]
+        if self.negative:
+            beta = 2 * beta
+        alpha = None
+        if self.gated:
+            step = F.softplus(self.alpha(x) + self.dt_bias)
+            alpha = torch.exp(-torch.exp(self.a_log) * step).transpose(1, 2)
+        b, h, length, dk = k.shape
+        state = x.new_zeros(b, h, v.shape[-1], dk)  # S maps keys to values
+        outputs = []
+        for t in range(length):
+            if alpha is not None:
+                state = state * alpha[:, :, t, None, None]
+            k_t = k[:, :, t]
+            recalled = (state @ k_t[..., None])[..., 0]
+            correction = beta[:, :, t, None] * (v[:, :, t] - recalled)
+            state = state + correction[..., None] * k_t[..., None, :]
+            outputs.append((state @ q[:, :, t, :, None])[..., 0])
+        return self.merge(torch.stack(outputs, dim=2))
+
+
+class Mamba(nn.Module):
+    def __init__(self, d_model, config):
+        super().__init__()
+        d_inner, d_state = config["d_inner"], config["d_state"]
+        self.d_conv, self.dt_rank, self.d_state = config["d_conv"], config["dt_rank"], d_state
+        self.negative = config["negative_eigenvalues"]
+        self.in_proj = linear(d_model, 2 * d_inner, bias=False)
+        self.conv = nn.Conv1d(d_inner, d_inner, self.d_conv, groups=d_inner)
+        self.x_proj = linear(d_inner, self.dt_rank + 2 * d_state, bias=False)
+        self.dt_proj = nn.Linear(self.dt_rank, d_inner)
+        self.out_proj = linear(d_inner, d_model, bias=False)
+        self.A_log = nn.Parameter(torch.log(torch.arange(1, d_state + 1.0)).repeat(d_inner, 1))
+        self.D = nn.Parameter(torch.ones(d_inner))
+
+    def forward(self, x):
+        xs, z = self.in_proj(x).chunk(2, dim=-1)
+        u = F.silu(self.conv(F.pad(xs.transpose(1, 2), (self.d_conv - 1, 0))).transpose(1, 2))
+        dt, B, C = self.x_proj(u).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
+        delta = F.softplus(self.dt_proj(dt))  # [B, L, d_inner]
+        A = -torch.exp(self.A_log)  # [d_inner, d_state]
+        h = x.new_zeros(x.shape[0], A.shape[0], self.d_state)
+        ys = []
+        for t in range(x.shape[1]):
+            decay = torch.exp(delta[:, t, :, None] * A)
+            if self.negative:
+                decay = 2 * decay - 1
+            h = decay * h + (delta[:, t] * u[:, t])[..., None] * B[:, t, None, :]
+            ys.append((h * C[:, t, None, :]).sum(-1))
+        y = (torch.stack(ys, dim=1) + u * self.D) * F.silu(z)
+        return self.out_proj(y)
+
+
+MIXERS = {
+    "lstm": Lstm,
+    "qlstm": Qlstm,
+    "mingru": MinGru,
+    "lru": Lru,
+    "linear_attention": LinearAttention,
+    "deltanet": DeltaNet,
+    "gated_deltanet": lambda d_model, config: DeltaNet(d_model, config, gated=True),
+    "mamba": Mamba,
+}
+
+
+class Block(nn.Module):
+    def __init__(self, d_model, mlp_hidden, mixer):
+        super().__init__()
+        self.mixer = mixer
+        self.mixer_norm = nn.LayerNorm(d_model)
+        self.mlp_norm = nn.LayerNorm(d_model)
+        self.mlp_up = linear(d_model, mlp_hidden)
+        self.mlp_down = linear(mlp_hidden, d_model)
+
+    def forward(self, x):
+        h = x + self.mixer(self.mixer_norm(x))
+        return h + self.mlp_down(F.gelu(self.mlp_up(self.mlp_norm(h))))
+
+
+class Decoder(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        d_model = config["d_model"]
+        self.scale = math.sqrt(d_model) if config["scale_embedding"] else 1.0
+        self.embedding = nn.Embedding(config["vocab"], d_model)
+        nn.init.normal_(self.embedding.weight, 0.0, 0.02)
+        self.blocks = nn.ModuleList(
+            Block(d_model, config["mlp_ratio"] * d_model, MIXERS[layer["mixer"]](d_model, layer))
+            for layer in config["layers"])
+        self.final_norm = nn.LayerNorm(d_model)
+        self.head = linear(d_model, config["classes"])
+
+    def forward(self, tokens):
+        x = self.embedding(tokens) * self.scale
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.final_norm(x))
+
+
+def masked_cross_entropy(logits, targets, mask):
+    losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
+    return (losses * mask.flatten().float()).sum() / mask.sum().clamp_min(1)
+
+
+def time_case(case, args):
+    torch.manual_seed(41)
+    model = Decoder(case["config"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                  weight_decay=0.01)
+    shape = (case["batch"], case["length"])
+    # Bit parity, every position scored: the batch memscript's bench trains on.
+    inputs = torch.randint(0, 2, shape)
+    targets = inputs.cumsum(1) % 2
+    mask = torch.ones(shape, dtype=torch.bool)
+
+    def step():
+        optimizer.zero_grad()
+        masked_cross_entropy(model(inputs), targets, mask).backward()
+        optimizer.step()
+
+    for _ in range(args.warmup):
+        step()
+    seconds = []
+    while len(seconds) < args.max_repeats and (len(seconds) < args.min_repeats
+                                               or sum(seconds) < args.budget):
+        start = time.perf_counter()
+        step()
+        seconds.append(time.perf_counter() - start)
+    return {
+        "mixer": case["mixer"],
+        "preset": case["preset"],
+        "length": case["length"],
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "ms": statistics.median(seconds) * 1e3,
+        "repeats": len(seconds),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", required=True, help="JSON list of cases (see above)")
+    parser.add_argument("--out", required=True, help="where to write the JSON results")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--min-repeats", type=int, default=3)
+    parser.add_argument("--max-repeats", type=int, default=50)
+    parser.add_argument("--budget", type=float, default=0.3,
+                        help="seconds of timed steps per case beyond the fewest")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    with open(args.cases) as f:
+        cases = json.load(f)
+    results = [time_case(case, args) for case in cases]
+    with open(args.out, "w") as f:
+        json.dump(results, f)
+
+
+if __name__ == "__main__":
+    main()
