@@ -31,10 +31,6 @@ void* cuda_stream_for([[maybe_unused]] const torch::Tensor& x) {
 #endif
 }
 
-void check_launch(bool launched, const char* op, const char* message) {
-  TORCH_CHECK(launched, op, ": CUDA launch failed: ", message ? message : "unknown error");
-}
-
 void parallel_range(int64_t count, int64_t work_per_index,
                     const std::function<void(int64_t, int64_t)>& body) {
   // About 32k multiply-adds per task: below that, handing work to another thread costs more

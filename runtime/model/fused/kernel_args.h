@@ -10,6 +10,7 @@
 
 #include "kernels/sequence_view.h"
 #include "kernels/storage_type.h"
+#include "runtime/model/fused/launch.h"
 #include "runtime/torch.h"
 
 namespace memscript::fused {
@@ -54,9 +55,6 @@ void dispatch_element_type(const torch::Tensor& x, const char* op, F&& f) {
 // The current CUDA stream of x's device, as a cudaStream_t.
 void* cuda_stream_for(const torch::Tensor& x);
 
-// Throws with the launcher's message when a CUDA launch failed.
-void check_launch(bool launched, const char* op, const char* message);
-
 // Runs body(begin, end) over [0, count) in libtorch's pool, in chunks of about `grain_work`
 // units of work when each index costs `work_per_index`.
 void parallel_range(int64_t count, int64_t work_per_index,
@@ -72,7 +70,7 @@ void run_on_device(const char* op, const torch::Tensor& like, int64_t count, int
     if constexpr (!std::is_same_v<T, double>) {
       const c10::DeviceGuard on_device(like.device());
       const char* message = nullptr;
-      check_launch(cuda(cuda_stream_for(like), &message), op, message);
+      check_launch(cuda(cuda_stream_for(like), &message), message, op);
     }
   } else if constexpr (!std::is_same_v<T, kernels::Bf16>) {
     parallel_range(count, work_per_index, cpu);
