@@ -174,3 +174,21 @@ TEST_CASE("memscript slurm writes a job array with one task per run of the scrip
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Contains("--array-parallel expects a whole number >= 1"));
 }
+
+TEST_CASE("replaying one run of a sweep re-runs only that run and finds the same numbers") {
+  TempDir cwd;
+  REQUIRE(run_cli({"--out", "runs", "--set", "report=false", kTinySweep}, cwd).exit_code == 0);
+  const fs::path sweep = cwd.path() / "runs" / "tiny";
+  const std::string other_metrics = read_file(sweep / "mixer=lstm,seed=2" / "metrics.jsonl");
+  const auto other_time = fs::last_write_time(sweep / "mixer=lstm,seed=2" / "metrics.jsonl");
+
+  const auto replay = run_cli({"--replay", (sweep / "mixer=qlstm,seed=1").string()}, cwd);
+  INFO(replay.err);
+  REQUIRE(replay.exit_code == 0);
+  CHECK_THAT(replay.out + replay.err, Contains("replay: identical"));
+  CHECK_THAT(replay.err, !Contains("mixer=lstm,seed=2"));
+  CHECK(read_file(sweep / "mixer=lstm,seed=2" / "metrics.jsonl") == other_metrics);
+  CHECK(fs::last_write_time(sweep / "mixer=lstm,seed=2" / "metrics.jsonl") == other_time);
+  CHECK_FALSE(fs::exists(sweep / ".incomplete"));
+  CHECK(run_folders(sweep) == kTinyRuns);
+}
