@@ -52,14 +52,6 @@ void dispatch_element_type(const torch::Tensor& x, const char* op, F&& f) {
               "bfloat16 on CUDA, not ", dtype, " on ", x.device(), "; use impl = \"reference\"");
 }
 
-// The current CUDA stream of x's device, as a cudaStream_t.
-void* cuda_stream_for(const torch::Tensor& x);
-
-// Runs body(begin, end) over [0, count) in libtorch's pool, in chunks of about `grain_work`
-// units of work when each index costs `work_per_index`.
-void parallel_range(int64_t count, int64_t work_per_index,
-                    const std::function<void(int64_t, int64_t)>& body);
-
 // Runs a kernel over `count` independent indices (rows or heads) on the CPU pool, or launches
 // it on the current CUDA stream of `like`. double has no CUDA kernel and bf16 no CPU one
 // (dispatch_element_type never asks for either).
@@ -70,10 +62,10 @@ void run_on_device(const char* op, const torch::Tensor& like, int64_t count, int
     if constexpr (!std::is_same_v<T, double>) {
       const c10::DeviceGuard on_device(like.device());
       const char* message = nullptr;
-      check_launch(cuda(cuda_stream_for(like), &message), message, op);
+      check_launch(cuda(cuda_stream_of(like), &message), message, op);
     }
   } else if constexpr (!std::is_same_v<T, kernels::Bf16>) {
-    parallel_range(count, work_per_index, cpu);
+    parallel_over(count, work_per_index, cpu);
   }
 }
 
