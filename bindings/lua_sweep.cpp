@@ -1,7 +1,8 @@
-// ms._sweep (what stdlib/memscript/sweep.lua needs from C++) and ms.report.
+// ms._sweep (what stdlib/memscript/sweep.lua needs from C++), ms.report and ms.plot.
 
 #include "bindings/lua_sweep.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -12,6 +13,7 @@
 #include "bindings/session.h"
 #include "runtime/report/report.h"
 #include "runtime/report/run_data.h"
+#include "runtime/report/svg_chart.h"
 #include "runtime/run_folder.h"
 #include "runtime/sweep/run_lock.h"
 
@@ -278,6 +280,78 @@ int report_binding(lua_State* L) {
   if (!settings.quiet) print_summary(summary);
   push_summary(L, summary);
   set_boolean(L, "written", true);
+  return 1;
+}
+
+namespace {
+
+// One line of ms.plot: { label =, x = {…}, y = {…} }.
+report::Series read_plot_line(Options line, const std::string& where) {
+  report::Series series;
+  series.label = line.string("label", "");
+  if (series.label.empty()) line.fail("label", "is required (the legend entry of " + where + ")");
+  const std::vector<double> x = line.numbers("x", {});
+  const std::vector<double> y = line.numbers("y", {});
+  line.finish();
+  if (x.size() != y.size()) {
+    line.fail("y", "has " + std::to_string(y.size()) + " values but x has " +
+                       std::to_string(x.size()) + " (" + where + ")");
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) line.fail("x", "must be finite numbers (" + where + ")");
+    series.points.emplace_back(x[i], y[i]);
+  }
+  return series;
+}
+
+}  // namespace
+
+int plot_binding(lua_State* L) {
+  Options options = read_options(L, 1, "ms.plot");
+  const std::optional<std::string> file = options.optional_string("file");
+  if (!file) options.fail("file", "is required (an .svg file inside the output folder)");
+  if (fs::path(*file).extension() != ".svg")
+    options.fail("file", "= \"" + *file + "\" must end in .svg");
+  const fs::path path = inside_root(L, options, "file", *file);
+  report::Figure figure;
+  figure.title = options.string("title", "");
+  figure.x_label = options.string("x_label", "x");
+  figure.y_label = options.string("y_label", "y");
+  figure.log_x = options.boolean("log_x", false);
+  figure.integer_x = options.boolean("integer_x", false);
+  const std::vector<double> y_range = options.numbers("y_range", {});
+  if (!y_range.empty()) {
+    if (y_range.size() != 2 || !(y_range[0] < y_range[1]))
+      options.fail("y_range", "must be { low, high } with low < high");
+    figure.y_range = std::make_pair(y_range[0], y_range[1]);
+  }
+  const OptionValue* lines = options.raw("lines");
+  const auto* list = lines ? std::get_if<std::shared_ptr<OptionList>>(&lines->value) : nullptr;
+  if (!list || (*list)->empty())
+    options.fail("lines", "is required: a list of { label =, x = {…}, y = {…} }");
+  options.finish();
+  report::Panel panel;
+  for (size_t i = 0; i < (*list)->size(); ++i) {
+    const std::string where = "lines[" + std::to_string(i + 1) + "]";
+    const auto* line = std::get_if<std::shared_ptr<Options>>(&(**list)[i].value);
+    if (!line) options.fail(where, "must be a table { label =, x = {…}, y = {…} }");
+    panel.series.push_back(read_plot_line(**line, where));
+    if (figure.log_x) {
+      for (const auto& [x, y] : panel.series.back().points)
+        if (x <= 0) options.fail(where + ".x", "must be positive with log_x = true");
+    }
+    figure.legend.push_back(panel.series.back().label);
+  }
+  figure.panels.push_back(std::move(panel));
+  check_write_allowed(L, "ms.plot", path.string());
+  if (session(L).settings.dry_run) {
+    lua_pushstring(L, path.c_str());
+    return 1;
+  }
+  std::error_code error;
+  fs::create_directories(path.parent_path(), error);
+  write_file_atomic(path, report::render_svg(figure));
+  lua_pushstring(L, path.c_str());
   return 1;
 }
 

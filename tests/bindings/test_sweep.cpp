@@ -221,3 +221,38 @@ TEST_CASE("ms.report reads a sweep inside the output folder and writes its repor
   CHECK(fs::exists(out / "runs/s/report/index.html"));
   CHECK(fs::exists(out / "runs/s/report/report.md"));
 }
+
+TEST_CASE("ms.plot draws the lines a script gives it into an SVG inside the output folder") {
+  TempDir out;
+  const Outcome ran = run_in(out, R"lua(
+    local path = ms.plot{ file = "p/accuracy_vs_pairs.svg", title = "by pairs", x_label = "pairs",
+                          y_label = "accuracy", log_x = true, y_range = { 0, 1 },
+                          lines = { { label = "gpt", x = { 4, 16, 64 }, y = { 1, 0.75, 0.25 } },
+                                    { label = "lstm", x = { 4, 16 }, y = { 0.5, 0.125 } } } }
+    assert(path == ms.out .. "/p/accuracy_vs_pairs.svg", path)
+    local function fails(spec, pattern)
+      local ok, err = pcall(ms.plot, spec)
+      assert(not ok and err:find(pattern, 1, true), tostring(err))
+    end
+    local line = { { label = "a", x = { 1 }, y = { 1 } } }
+    fails({ file = "p/a.png", lines = line }, "must end in .svg")
+    fails({ file = "../a.svg", lines = line }, "must be a folder inside the output folder")
+    fails({ file = "p/a.svg" }, "option 'lines' is required")
+    fails({ file = "p/a.svg", lines = { { label = "a", x = { 1, 2 }, y = { 1 } } } },
+          "has 1 values but x has 2 (lines[1])")
+    fails({ file = "p/a.svg", lines = { { x = { 1 }, y = { 1 } } } }, "option 'label' is required")
+    fails({ file = "p/a.svg", lines = { "gpt" } }, "option 'lines[1]' must be a table")
+    fails({ file = "p/a.svg", lines = line, log_x = true, y_range = { 1, 0 } }, "low < high")
+    fails({ file = "p/a.svg", lines = { { label = "a", x = { 0 }, y = { 1 } } }, log_x = true },
+          "must be positive with log_x = true")
+    fails({ file = "p/a.svg", lines = line, colour = "red" }, "colour")
+  )lua");
+  INFO(ran.error);
+  REQUIRE(ran.code == 0);
+  const std::string svg = memscript::test::read_file(out / "runs/p/accuracy_vs_pairs.svg");
+  CHECK_THAT(svg, Contains("<svg"));
+  CHECK_THAT(svg, Contains("by pairs"));
+  CHECK_THAT(svg, Contains(">gpt<"));
+  CHECK_THAT(svg, Contains(">lstm<"));
+  CHECK_FALSE(fs::exists(out / "runs/p/a.svg"));
+}
