@@ -151,10 +151,11 @@ Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<torch::Tensor> param
   }
 }
 
+// Drops the gradients rather than zeroing them, as torch.optim's zero_grad(set_to_none=True)
+// does: the next backward then hands each parameter its gradient tensor as it is, instead of
+// a zero_ and an add_ per parameter every step. step() skips a parameter without a gradient.
 void Optimizer::zero_grad() {
-  for (torch::Tensor& p : parameters_) {
-    if (p.mutable_grad().defined()) p.mutable_grad().zero_();
-  }
+  for (torch::Tensor& p : parameters_) p.mutable_grad().reset();
 }
 
 double Optimizer::gradient_norm() const {

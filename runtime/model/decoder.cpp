@@ -4,6 +4,10 @@
 #include <map>
 #include <optional>
 
+#include "runtime/model/fused/cross_entropy.h"
+#include "runtime/model/fused/layer_norm.h"
+#include "runtime/model/fused/linear.h"
+
 namespace memscript {
 
 namespace {
@@ -100,14 +104,11 @@ void set_defaults(Options& options, const std::map<std::string, int64_t>& defaul
   for (const auto& [key, value] : defaults) options.set_default(key, {value});
 }
 
-// LayerNorm from composed ops. libtorch's fused CPU layer_norm backward sums the weight and
-// bias gradients in one piece per thread, so they change (around 1e-8) with the thread count;
-// composed, every reduction runs in a fixed order and training gives the same bits with
-// --threads 1 and --threads 2. Same parameters and formula as torch::nn::LayerNorm.
+// One autograd node (fused/layer_norm.h) instead of the seven ops of the formula, whose
+// parameter gradients are the same bits with --threads 1 and --threads 2 (libtorch's own CPU
+// layer_norm backward sums them per thread, which changes them around 1e-8 with the count).
 torch::Tensor layer_norm(const torch::nn::LayerNorm& norm, const torch::Tensor& x) {
-  const torch::Tensor centered = x - x.mean(-1, true);
-  const torch::Tensor variance = centered.square().mean(-1, true);
-  return centered * torch::rsqrt(variance + norm->options.eps()) * norm->weight + norm->bias;
+  return fused::layer_norm(x, norm->weight, norm->bias, norm->options.eps());
 }
 
 }  // namespace
@@ -128,7 +129,8 @@ BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidde
 MixerOutput BlockImpl::forward(const torch::Tensor& x, const MixerState& state) {
   MixerOutput mixed = mixer_->forward(layer_norm(mixer_norm_, x), state);
   const torch::Tensor h = x + mixed.y;
-  mixed.y = h + mlp_down_->forward(torch::gelu(mlp_up_->forward(layer_norm(mlp_norm_, h))));
+  mixed.y = h + fused::linear(mlp_down_, fused::linear(mlp_up_, layer_norm(mlp_norm_, h),
+                                                       fused::Activation::gelu));
   return mixed;
 }
 
@@ -204,7 +206,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
     x = block.y;
     out.state.layers.push_back(std::move(block.state));
   }
-  out.logits = head_->forward(layer_norm(final_norm_, x));
+  out.logits = fused::linear(head_, layer_norm(final_norm_, x));
   return out;
 }
 
@@ -254,16 +256,12 @@ std::string DecoderImpl::summary() const {
 
 torch::Tensor masked_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets,
                                        const torch::Tensor& mask) {
-  const torch::Tensor losses = torch::nn::functional::cross_entropy(
-      logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-  return (losses * mask.reshape({-1}).to(losses.scalar_type())).sum();
+  return fused::masked_cross_entropy(logits, targets, mask, fused::LossReduction::sum);
 }
 
 torch::Tensor masked_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
                                    const torch::Tensor& mask) {
-  const torch::Tensor scored = mask.sum().to(logits.scalar_type()).clamp_min(1.0);
-  return masked_cross_entropy_sum(logits, targets, mask) / scored;
+  return fused::masked_cross_entropy(logits, targets, mask, fused::LossReduction::mean);
 }
 
 }  // namespace memscript

@@ -1,7 +1,8 @@
 #include "runtime/model/mixers/deltanet.h"
 
-#include "runtime/model/fused/impl.h"
 #include "runtime/model/fused/delta_rule_op.h"
+#include "runtime/model/fused/impl.h"
+#include "runtime/model/fused/linear.h"
 
 namespace memscript {
 
@@ -56,7 +57,7 @@ DeltaNetMixerImpl::DeltaNetMixerImpl(const std::string& name, const MixerContext
 }
 
 torch::Tensor DeltaNetMixerImpl::write_strength(const torch::Tensor& x) {
-  const torch::Tensor beta = torch::sigmoid(beta_->forward(x)).transpose(1, 2);
+  const torch::Tensor beta = torch::sigmoid(fused::linear(beta_, x)).transpose(1, 2);
   return negative_eigenvalues_ ? 2 * beta : beta;
 }
 
@@ -68,7 +69,8 @@ MixerOutput DeltaNetMixerImpl::forward(const torch::Tensor& x, const MixerState&
   const torch::Tensor beta = write_strength(x), alpha = decay(x);
   const DeltaRuleOutput out = fused_ ? fused_delta_rule(q, k, v, beta, alpha, carried)
                                      : delta_rule(q, k, v, beta, alpha, carried);
-  return {output_->forward(merge_heads(out.outputs)), {{out.state}, state.position + x.size(1)}};
+  return {fused::linear(output_, merge_heads(out.outputs)),
+          {{out.state}, state.position + x.size(1)}};
 }
 
 nlohmann::json DeltaNetMixerImpl::config() const {

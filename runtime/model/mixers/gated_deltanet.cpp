@@ -1,6 +1,7 @@
 #include "runtime/model/mixers/gated_deltanet.h"
 
 #include <cmath>
+#include "runtime/model/fused/linear.h"
 
 namespace memscript {
 
@@ -26,7 +27,7 @@ GatedDeltaNetMixerImpl::GatedDeltaNetMixerImpl(const MixerContext& context, Opti
 }
 
 torch::Tensor GatedDeltaNetMixerImpl::decay(const torch::Tensor& x) {
-  const torch::Tensor step = torch::softplus(alpha_->forward(x) + dt_bias_);
+  const torch::Tensor step = torch::softplus(fused::linear(alpha_, x) + dt_bias_);
   return torch::exp(-torch::exp(a_log_) * step).transpose(1, 2);
 }
 

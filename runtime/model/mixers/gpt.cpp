@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/model/fused/linear.h"
 #include "runtime/model/mixers/heads.h"
 
 namespace memscript {
@@ -74,7 +75,7 @@ MixerOutput GptMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
   const int64_t length = x.size(1);
   if (positions_ == "learned") check_length(state.position, length);
   const std::vector<torch::Tensor> qkv =
-      qkv_->forward(add_positions(x, state.position)).chunk(3, -1);
+      fused::linear(qkv_, add_positions(x, state.position)).chunk(3, -1);
   torch::Tensor q = split_heads(qkv[0], heads_);
   torch::Tensor k = split_heads(qkv[1], heads_);
   torch::Tensor v = split_heads(qkv[2], heads_);
@@ -87,7 +88,7 @@ MixerOutput GptMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
     v = torch::cat({state.tensors.at(1), v}, 2);
   }
   const torch::Tensor merged = merge_heads(causal_attention(q, k, v));
-  return {output_->forward(merged), {{k, v}, state.position + length}};
+  return {fused::linear(output_, merged), {{k, v}, state.position + length}};
 }
 
 nlohmann::json GptMixerImpl::config() const {

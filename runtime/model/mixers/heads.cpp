@@ -1,4 +1,5 @@
 #include "runtime/model/mixers/heads.h"
+#include "runtime/model/fused/linear.h"
 
 namespace memscript {
 
@@ -43,9 +44,9 @@ QkvProjections::QkvProjections(torch::nn::Module& owner, int64_t d_model, const 
 
 HeadInputs project_heads(QkvProjections& projections, const torch::Tensor& x, int64_t heads,
                          bool qk_norm) {
-  HeadInputs out{split_heads(projections.query->forward(x), heads),
-                 split_heads(projections.key->forward(x), heads),
-                 split_heads(projections.value->forward(x), heads)};
+  HeadInputs out{split_heads(fused::linear(projections.query, x), heads),
+                 split_heads(fused::linear(projections.key, x), heads),
+                 split_heads(fused::linear(projections.value, x), heads)};
   if (qk_norm) {
     out.q = l2_normalize(out.q);
     out.k = l2_normalize(out.k);

@@ -1,6 +1,7 @@
 #include "runtime/model/mixers/linear_attention.h"
 
 #include "runtime/model/fused/impl.h"
+#include "runtime/model/fused/linear.h"
 #include "runtime/model/fused/linear_attention_op.h"
 
 namespace memscript {
@@ -83,7 +84,7 @@ MixerOutput LinearAttentionMixerImpl::forward(const torch::Tensor& x, const Mixe
   const LinearAttentionOutput out =
       fused_ ? fused_linear_attention(feature_map(q), feature_map(k), v, carried, eps_)
              : linear_attention(feature_map(q), feature_map(k), v, carried, eps_);
-  return {output_->forward(merge_heads(out.outputs)),
+  return {fused::linear(output_, merge_heads(out.outputs)),
           {{out.state.sum, out.state.normaliser}, state.position + x.size(1)}};
 }
 

@@ -3,6 +3,7 @@
 #include <numbers>
 
 #include "runtime/model/fused/complex_scan.h"
+#include "runtime/model/fused/linear.h"
 
 namespace memscript {
 
@@ -93,8 +94,8 @@ std::pair<torch::Tensor, torch::Tensor> LruMixerImpl::eigenvalues() const {
 MixerOutput LruMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
   const auto [lambda_re, lambda_im] = eigenvalues();
   const torch::Tensor gamma = input_scale();
-  const torch::Tensor in_re = gamma * b_re_->forward(x);
-  const torch::Tensor in_im = gamma * b_im_->forward(x);
+  const torch::Tensor in_re = gamma * fused::linear(b_re_, x);
+  const torch::Tensor in_im = gamma * fused::linear(b_im_, x);
   torch::Tensor re, im;
   if (state.empty()) {
     re = torch::zeros({x.size(0), d_state_}, x.options());
@@ -111,8 +112,8 @@ MixerOutput LruMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
     scan = reference_scan(lambda_re, lambda_im, in_re, in_im, re, im);
   }
   // Re(C x) = C_re·re − C_im·im.
-  const torch::Tensor y = c_re_->forward(scan[0]) - c_im_->forward(scan[1]) + d_ * x;
-  return {output_->forward(y), {{scan[2], scan[3]}, state.position + x.size(1)}};
+  const torch::Tensor y = fused::linear(c_re_, scan[0]) - fused::linear(c_im_, scan[1]) + d_ * x;
+  return {fused::linear(output_, y), {{scan[2], scan[3]}, state.position + x.size(1)}};
 }
 
 std::array<torch::Tensor, 4> LruMixerImpl::reference_scan(

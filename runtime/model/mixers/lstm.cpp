@@ -1,4 +1,5 @@
 #include "runtime/model/mixers/lstm.h"
+#include "runtime/model/fused/linear.h"
 
 namespace memscript {
 
@@ -15,7 +16,7 @@ MixerOutput LstmMixerImpl::forward(const torch::Tensor& x, const MixerState& sta
   if (!state.empty()) initial = std::make_tuple(state.tensors.at(0), state.tensors.at(1));
   auto [outputs, final_state] = lstm_->forward(x, initial);
   auto [h, c] = final_state;
-  return {output_->forward(outputs), {{h, c}, state.position + x.size(1)}};
+  return {fused::linear(output_, outputs), {{h, c}, state.position + x.size(1)}};
 }
 
 nlohmann::json LstmMixerImpl::config() const {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/model/fused/linear.h"
 #include "runtime/model/fused/selective_scan.h"
 
 namespace memscript {
@@ -72,12 +73,12 @@ std::pair<torch::Tensor, torch::Tensor> MambaMixerImpl::convolve(const torch::Te
 }
 
 MixerOutput MambaMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const std::vector<torch::Tensor> xz = in_proj_->forward(x).chunk(2, -1);
+  const std::vector<torch::Tensor> xz = fused::linear(in_proj_, x).chunk(2, -1);
   auto [convolved, window] = convolve(xz[0], state);
   const torch::Tensor u = torch::silu(convolved);
   const std::vector<torch::Tensor> parts =
-      x_proj_->forward(u).split_with_sizes({dt_rank_, d_state_, d_state_}, -1);
-  const torch::Tensor delta = torch::softplus(dt_proj_->forward(parts[0]));
+      fused::linear(x_proj_, u).split_with_sizes({dt_rank_, d_state_, d_state_}, -1);
+  const torch::Tensor delta = torch::softplus(fused::linear(dt_proj_, parts[0]));
   const torch::Tensor h0 = state.empty()
                                ? torch::zeros({x.size(0), d_inner_, d_state_}, x.options())
                                : state.tensors.at(1);
@@ -91,7 +92,7 @@ MixerOutput MambaMixerImpl::forward(const torch::Tensor& x, const MixerState& st
     scan = selective_scan(u, delta, A, parts[1], parts[2], h0, negative_eigenvalues_);
   }
   const torch::Tensor y = (scan.y + u * D_) * torch::silu(xz[1]);
-  return {out_proj_->forward(y), {{window, scan.h}, state.position + x.size(1)}};
+  return {fused::linear(out_proj_, y), {{window, scan.h}, state.position + x.size(1)}};
 }
 
 nlohmann::json MambaMixerImpl::config() const {

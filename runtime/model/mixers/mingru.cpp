@@ -1,6 +1,7 @@
 #include "runtime/model/mixers/mingru.h"
 
 #include "runtime/model/fused/diag_scan.h"
+#include "runtime/model/fused/linear.h"
 
 namespace memscript {
 
@@ -17,7 +18,7 @@ MinGruMixerImpl::MinGruMixerImpl(const MixerContext& context, Options& options)
 }
 
 MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const std::vector<torch::Tensor> parts = input_->forward(x).chunk(2, -1);
+  const std::vector<torch::Tensor> parts = fused::linear(input_, x).chunk(2, -1);
   const torch::Tensor z = torch::sigmoid(parts[0]);
   const torch::Tensor carry = negative_eigenvalues_ ? 1 - 2 * z : 1 - z;
   const torch::Tensor input = z * parts[1];
@@ -25,7 +26,7 @@ MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& s
       state.empty() ? torch::zeros({x.size(0), hidden_}, x.options()) : state.tensors.at(0);
   if (impl_.fused) {
     const auto [h, h_last] = fused::diag_scan(carry, input, h0);
-    return {output_->forward(h), {{h_last}, state.position + x.size(1)}};
+    return {fused::linear(output_, h), {{h_last}, state.position + x.size(1)}};
   }
   torch::Tensor h = h0;
   std::vector<torch::Tensor> steps;
@@ -34,7 +35,7 @@ MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& s
     h = carry.select(1, t) * h + input.select(1, t);
     steps.push_back(h);
   }
-  return {output_->forward(torch::stack(steps, 1)), {{h}, state.position + x.size(1)}};
+  return {fused::linear(output_, torch::stack(steps, 1)), {{h}, state.position + x.size(1)}};
 }
 
 nlohmann::json MinGruMixerImpl::config() const {

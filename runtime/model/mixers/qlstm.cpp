@@ -1,6 +1,7 @@
 #include "runtime/model/mixers/qlstm.h"
 
 #include "runtime/model/fused/diag_scan.h"
+#include "runtime/model/fused/linear.h"
 
 namespace memscript {
 
@@ -40,7 +41,7 @@ QlstmMixerImpl::QlstmMixerImpl(const MixerContext& context, Options& options)
 }
 
 MixerOutput QlstmMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const std::vector<torch::Tensor> gates = gates_->forward(x).chunk(4, -1);
+  const std::vector<torch::Tensor> gates = fused::linear(gates_, x).chunk(4, -1);
   const torch::Tensor f = qlstm_forget_gate(gates[0] + forget_bias_ + 1, negative_eigenvalues_);
   const torch::Tensor input = torch::sigmoid(gates[1]) * torch::tanh(gates[2]);
   const torch::Tensor c0 =
@@ -55,7 +56,7 @@ MixerOutput QlstmMixerImpl::forward(const torch::Tensor& x, const MixerState& st
     c_last = c.select(1, -1);
   }
   const torch::Tensor h = torch::sigmoid(gates[3]) * torch::tanh(c);
-  return {output_->forward(h), {{c_last}, state.position + x.size(1)}};
+  return {fused::linear(output_, h), {{c_last}, state.position + x.size(1)}};
 }
 
 nlohmann::json QlstmMixerImpl::config() const {

@@ -1,0 +1,18 @@
+#pragma once
+
+#include "runtime/torch.h"
+
+namespace memscript::fused {
+
+// LayerNorm over the last axis of x (any leading shape), the same formula and parameters as
+// torch::nn::LayerNorm, as one autograd node: on the CPU in float32/float64 through
+// kernels/layer_norm.h, whose parameter gradients are the same bits for any thread count;
+// elsewhere (CUDA, other dtypes) through composed libtorch ops.
+torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight,
+                         const torch::Tensor& bias, double eps);
+
+// The composed-op version: the oracle of the tests, and the path off the CPU.
+torch::Tensor layer_norm_reference(const torch::Tensor& x, const torch::Tensor& weight,
+                                   const torch::Tensor& bias, double eps);
+
+}  // namespace memscript::fused

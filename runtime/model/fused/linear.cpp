@@ -1,0 +1,147 @@
+#include "runtime/model/fused/linear.h"
+
+#include "kernels/block_sum.h"
+#include "kernels/small_linear.h"
+#include "runtime/model/fused/kernel_args.h"
+
+namespace memscript::fused {
+
+namespace {
+
+using kernels::SmallLinearShape;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// x as [rows, in]: a view when x is contiguous.
+torch::Tensor as_matrix(const torch::Tensor& x) { return x.reshape({-1, x.size(-1)}); }
+
+// The shape of y: x's leading axes and the weight's rows.
+std::vector<int64_t> output_shape(const torch::Tensor& x, const torch::Tensor& weight) {
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = weight.size(0);
+  return shape;
+}
+
+// Weights this small run on kernels/small_linear.h (CPU, float32/float64), where a BLAS call
+// would cost more than the arithmetic; everything else on libtorch's matrix products.
+bool runs_on_small_kernel(const torch::Tensor& x, const torch::Tensor& weight) {
+  const auto dtype = x.scalar_type();
+  return x.is_cpu() && (dtype == torch::kFloat || dtype == torch::kDouble) &&
+         weight.scalar_type() == dtype && weight.numel() <= kernels::kSmallLinearMaxWeights;
+}
+
+SmallLinearShape shape_of(const torch::Tensor& rows, const torch::Tensor& weight) {
+  return {rows.size(0), weight.size(1), weight.size(0)};
+}
+
+torch::Tensor small_forward(const torch::Tensor& rows, const torch::Tensor& weight,
+                            const torch::Tensor& bias) {
+  const SmallLinearShape shape = shape_of(rows, weight);
+  const torch::Tensor y = torch::empty({shape.rows, shape.out}, rows.options());
+  AT_DISPATCH_FLOATING_TYPES(rows.scalar_type(), "fused linear", [&] {
+    parallel_over(shape.rows, shape.in * shape.out, [&](int64_t begin, int64_t end) {
+      kernels::small_linear_forward_cpu(data<scalar_t>(rows), data<scalar_t>(weight),
+                                        data<scalar_t>(bias), data<scalar_t>(y), shape, begin, end);
+    });
+  });
+  return y;
+}
+
+torch::Tensor small_grad_input(const torch::Tensor& grad, const torch::Tensor& weight) {
+  const SmallLinearShape shape = shape_of(grad, weight);
+  const torch::Tensor grad_x = torch::empty({shape.rows, shape.in}, grad.options());
+  AT_DISPATCH_FLOATING_TYPES(grad.scalar_type(), "fused linear backward", [&] {
+    parallel_over(shape.rows, shape.in * shape.out, [&](int64_t begin, int64_t end) {
+      kernels::small_linear_grad_input_cpu(data<scalar_t>(grad), data<scalar_t>(weight),
+                                           data<scalar_t>(grad_x), shape, begin, end);
+    });
+  });
+  return grad_x;
+}
+
+// The weight's gradient, and the bias's when `with_bias`, summed over fixed blocks of rows.
+std::pair<torch::Tensor, torch::Tensor> small_grad_params(const torch::Tensor& grad,
+                                                          const torch::Tensor& rows,
+                                                          const torch::Tensor& weight,
+                                                          bool with_bias) {
+  const SmallLinearShape shape = shape_of(rows, weight);
+  const int64_t blocks = kernels::small_linear_blocks(shape);
+  const torch::Tensor weight_partials = torch::empty({blocks, shape.out, shape.in}, rows.options());
+  const torch::Tensor bias_partials =
+      with_bias ? torch::empty({blocks, shape.out}, rows.options()) : torch::Tensor();
+  const torch::Tensor grad_weight = torch::empty_like(weight);
+  const torch::Tensor grad_bias =
+      with_bias ? torch::empty({shape.out}, rows.options()) : torch::Tensor();
+  AT_DISPATCH_FLOATING_TYPES(rows.scalar_type(), "fused linear backward", [&] {
+    parallel_over(blocks, kernels::kSmallLinearRowsPerBlock * shape.in * shape.out,
+                  [&](int64_t begin, int64_t end) {
+                    kernels::small_linear_grad_params_cpu(
+                        data<scalar_t>(grad), data<scalar_t>(rows), data<scalar_t>(weight_partials),
+                        data<scalar_t>(bias_partials), shape, begin, end);
+                  });
+    kernels::sum_blocks_cpu(data<scalar_t>(weight_partials), blocks, shape.out * shape.in,
+                            data<scalar_t>(grad_weight));
+    if (with_bias) {
+      kernels::sum_blocks_cpu(data<scalar_t>(bias_partials), blocks, shape.out,
+                              data<scalar_t>(grad_bias));
+    }
+  });
+  return {grad_weight, grad_bias};
+}
+
+class LinearFunction : public torch::autograd::Function<LinearFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight_in, const torch::Tensor& bias_or_empty,
+                               bool gelu) {
+    torch::Tensor bias = undefined_if_empty(bias_or_empty);
+    if (bias.defined()) bias = bias.contiguous();
+    const bool small = runs_on_small_kernel(x, weight_in);
+    const torch::Tensor weight = small ? weight_in.contiguous() : weight_in;
+    const torch::Tensor rows = small ? as_matrix(x).contiguous() : as_matrix(x);
+    torch::Tensor pre;
+    if (small) {
+      pre = small_forward(rows, weight, bias);
+    } else {
+      pre = bias.defined() ? torch::addmm(bias, rows, weight.t()) : torch::mm(rows, weight.t());
+    }
+    ctx->save_for_backward({rows, weight, gelu ? pre : torch::Tensor()});
+    ctx->saved_data["shape"] = x.sizes();
+    ctx->saved_data["bias"] = bias.defined();
+    ctx->saved_data["small"] = small;
+    const torch::Tensor y = gelu ? torch::gelu(pre) : pre;
+    return {y.view(output_shape(x, weight))};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor &rows = saved[0], &weight = saved[1], &pre = saved[2];
+    const bool small = ctx->saved_data["small"].toBool();
+    const bool with_bias = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2);
+    torch::Tensor grad = as_matrix(grads[0]);
+    if (pre.defined()) grad = torch::gelu_backward(grad, pre);
+    if (small) grad = grad.contiguous();
+    torch::Tensor grad_x, grad_weight, grad_bias;
+    if (ctx->needs_input_grad(0)) {
+      grad_x = small ? small_grad_input(grad, weight) : grad.mm(weight);
+      grad_x = grad_x.view(ctx->saved_data["shape"].toIntVector());
+    }
+    if (small && (ctx->needs_input_grad(1) || with_bias)) {
+      std::tie(grad_weight, grad_bias) = small_grad_params(grad, rows, weight, with_bias);
+    } else {
+      if (ctx->needs_input_grad(1)) grad_weight = grad.t().mm(rows);
+      if (with_bias) grad_bias = grad.sum(0);
+    }
+    return {grad_x, grad_weight, grad_bias, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                     Activation activation) {
+  return LinearFunction::apply(x, weight, present_or_empty(bias, weight),
+                               activation == Activation::gelu)[0];
+}
+
+}  // namespace memscript::fused

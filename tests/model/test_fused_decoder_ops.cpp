@@ -1,0 +1,157 @@
+// The decoder's own fused ops, LayerNorm and the masked cross-entropy, against the composed
+// libtorch ops they replace: values and every gradient in float64 and float32, a pass over
+// many blocks of rows, and the same bits at one thread and two.
+
+#include <catch2/catch.hpp>
+
+#include "runtime/model/fused/cross_entropy.h"
+#include "runtime/model/fused/layer_norm.h"
+#include "runtime/torch.h"
+
+using namespace memscript;
+using fused::LossReduction;
+
+namespace {
+
+double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
+  const double scale = std::max(b.abs().max().item<double>(), 1e-6);
+  return (a - b).abs().max().item<double>() / scale;
+}
+
+struct LayerNormCase {
+  torch::Tensor x, weight, bias;
+};
+
+LayerNormCase layer_norm_case(std::vector<int64_t> shape, torch::Dtype dtype, uint64_t seed) {
+  torch::manual_seed(seed);
+  const auto options = torch::TensorOptions().dtype(dtype);
+  const int64_t width = shape.back();
+  return {(torch::randn(shape, options) * 3 + 1).requires_grad_(),
+          (torch::randn({width}, options) + 1).requires_grad_(),
+          torch::randn({width}, options).requires_grad_()};
+}
+
+// y and the gradients of Σ y ⊙ w with respect to x, weight and bias.
+std::vector<torch::Tensor> layer_norm_with_grads(const LayerNormCase& c, bool use_fused) {
+  for (const torch::Tensor& t : {c.x, c.weight, c.bias}) t.mutable_grad() = torch::Tensor();
+  const torch::Tensor y = use_fused ? fused::layer_norm(c.x, c.weight, c.bias, 1e-5)
+                                    : fused::layer_norm_reference(c.x, c.weight, c.bias, 1e-5);
+  torch::manual_seed(99);
+  (y * torch::randn_like(y)).sum().backward();
+  return {y.detach(), c.x.grad().clone(), c.weight.grad().clone(), c.bias.grad().clone()};
+}
+
+struct LossCase {
+  torch::Tensor logits, targets, mask;
+};
+
+LossCase loss_case(int64_t batch, int64_t length, int64_t classes, torch::Dtype dtype,
+                   uint64_t seed) {
+  torch::manual_seed(seed);
+  return {(torch::randn({batch, length, classes}, torch::TensorOptions().dtype(dtype)) * 2)
+              .requires_grad_(),
+          torch::randint(0, classes, {batch, length}, torch::kInt64),
+          torch::rand({batch, length}) < 0.6};
+}
+
+std::pair<torch::Tensor, torch::Tensor> loss_with_grad(const LossCase& c, LossReduction reduction,
+                                                       bool use_fused) {
+  c.logits.mutable_grad() = torch::Tensor();
+  const torch::Tensor loss =
+      use_fused ? fused::masked_cross_entropy(c.logits, c.targets, c.mask, reduction)
+                : fused::masked_cross_entropy_reference(c.logits, c.targets, c.mask, reduction);
+  (loss * 1.5).backward();
+  return {loss.detach(), c.logits.grad().clone()};
+}
+
+}  // namespace
+
+TEST_CASE("fused layer norm matches the composed ops, values and gradients") {
+  const auto [dtype, tolerance] =
+      GENERATE(std::make_pair(torch::kDouble, 1e-12), std::make_pair(torch::kFloat, 1e-5));
+  const std::vector<int64_t> shape =
+      GENERATE(std::vector<int64_t>{1, 1, 1}, std::vector<int64_t>{2, 7, 5},
+               std::vector<int64_t>{3, 70, 16}, std::vector<int64_t>{33, 4});
+  INFO("dtype " << dtype << ", shape " << torch::IntArrayRef(shape));
+  const LayerNormCase c = layer_norm_case(shape, dtype, 3);
+  const auto fused = layer_norm_with_grads(c, true);
+  const auto reference = layer_norm_with_grads(c, false);
+  const char* names[] = {"y", "grad x", "grad weight", "grad bias"};
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO(names[i]);
+    CHECK(fused[i].sizes() == reference[i].sizes());
+    CHECK(relative_error(fused[i], reference[i]) < tolerance);
+  }
+}
+
+TEST_CASE("fused layer norm reads a non-contiguous input and passes a tensor it cannot run") {
+  const LayerNormCase c = layer_norm_case({5, 6}, torch::kDouble, 4);
+  const torch::Tensor x = c.x.detach().t().contiguous().t();  // same values, column-major
+  REQUIRE_FALSE(x.is_contiguous());
+  CHECK(relative_error(fused::layer_norm(x, c.weight, c.bias, 1e-5),
+                       fused::layer_norm_reference(x, c.weight, c.bias, 1e-5)) < 1e-12);
+  // Half precision has no kernel: the composed ops run instead, with the same result.
+  const torch::Tensor half = c.x.detach().to(torch::kBFloat16);
+  const torch::Tensor w = c.weight.detach().to(torch::kBFloat16);
+  const torch::Tensor b = c.bias.detach().to(torch::kBFloat16);
+  CHECK(torch::equal(fused::layer_norm(half, w, b, 1e-5),
+                     fused::layer_norm_reference(half, w, b, 1e-5)));
+}
+
+TEST_CASE("fused layer norm gives the same bits with one thread and two") {
+  const LayerNormCase c = layer_norm_case({20, 64, 9}, torch::kFloat, 5);  // 20 blocks of rows
+  const int before = at::get_num_threads();
+  at::set_num_threads(1);
+  const auto one = layer_norm_with_grads(c, true);
+  at::set_num_threads(2);
+  const auto two = layer_norm_with_grads(c, true);
+  at::set_num_threads(before);
+  for (size_t i = 0; i < one.size(); ++i) CHECK(torch::equal(one[i], two[i]));
+}
+
+TEST_CASE("fused masked cross-entropy matches the composed ops, mean and sum") {
+  const auto [dtype, tolerance] =
+      GENERATE(std::make_pair(torch::kDouble, 1e-12), std::make_pair(torch::kFloat, 1e-5));
+  const auto reduction = GENERATE(LossReduction::mean, LossReduction::sum);
+  const auto [batch, length, classes] =
+      GENERATE(std::make_tuple(1, 1, 2), std::make_tuple(3, 17, 5), std::make_tuple(4, 300, 3));
+  INFO("dtype " << dtype << ", mean " << (reduction == LossReduction::mean) << ", shape " << batch
+                << " x " << length << " x " << classes);
+  LossCase c = loss_case(batch, length, classes, dtype, 6);
+  c.mask.index_put_({0, 0}, true);  // at least one scored position
+  const auto [loss, grad] = loss_with_grad(c, reduction, true);
+  const auto [expected_loss, expected_grad] = loss_with_grad(c, reduction, false);
+  CHECK(relative_error(loss, expected_loss) < tolerance);
+  CHECK(relative_error(grad, expected_grad) < tolerance);
+  CHECK(torch::all(grad.masked_select(~c.mask.unsqueeze(-1).expand_as(grad)) == 0).item<bool>());
+}
+
+TEST_CASE("fused masked cross-entropy with nothing scored is zero, with a zero gradient") {
+  LossCase c = loss_case(2, 5, 3, torch::kDouble, 7);
+  c.mask.fill_(false);
+  const auto [loss, grad] = loss_with_grad(c, LossReduction::mean, true);
+  CHECK(loss.item<double>() == 0.0);
+  CHECK(torch::all(grad == 0).item<bool>());
+}
+
+TEST_CASE("fused masked cross-entropy names a scored target outside the classes") {
+  LossCase c = loss_case(2, 5, 3, torch::kFloat, 8);
+  c.mask.fill_(true);
+  c.targets.index_put_({1, 2}, 3);
+  CHECK_THROWS_WITH(fused::masked_cross_entropy(c.logits, c.targets, c.mask, LossReduction::mean),
+                    Catch::Contains("the target at position 7 is 3, outside [0, 3)"));
+  c.mask.index_put_({1, 2}, false);  // unscored targets are not read
+  CHECK_NOTHROW(fused::masked_cross_entropy(c.logits, c.targets, c.mask, LossReduction::mean));
+}
+
+TEST_CASE("fused masked cross-entropy gives the same bits with one thread and two") {
+  const LossCase c = loss_case(32, 256, 3, torch::kFloat, 9);  // 32 blocks of rows
+  const int before = at::get_num_threads();
+  at::set_num_threads(1);
+  const auto one = loss_with_grad(c, LossReduction::mean, true);
+  at::set_num_threads(2);
+  const auto two = loss_with_grad(c, LossReduction::mean, true);
+  at::set_num_threads(before);
+  CHECK(torch::equal(one.first, two.first));
+  CHECK(torch::equal(one.second, two.second));
+}
