@@ -20,10 +20,38 @@
 
 #include <cstdint>
 
-#include "diag_scan.h"
 #include "host_device.h"
 
 namespace memscript::kernels {
+
+struct ComplexScanShape {
+  int64_t batch;
+  int64_t length;
+  int64_t channels;
+};
+
+// Where channel `channel_index` (= n · channels + c) starts in a [batch, length, channels]
+// tensor; step t is at base + t · channels.
+MS_HOST_DEVICE inline int64_t channel_base(ComplexScanShape shape, int64_t channel_index) {
+  return (channel_index / shape.channels) * shape.length * shape.channels +
+         channel_index % shape.channels;
+}
+
+// The CUDA kernels' thread layout: thread (block, thread) owns channel index
+// block · threads_per_block + thread, or none (-1) past the last.
+MS_HOST_DEVICE inline int64_t complex_scan_thread_channel(ComplexScanShape shape, int64_t block,
+                                                          int64_t thread,
+                                                          int64_t threads_per_block) {
+  const int64_t channel_index = block * threads_per_block + thread;
+  return channel_index < shape.batch * shape.channels ? channel_index : -1;
+}
+
+constexpr int64_t kComplexScanThreadsPerBlock = 128;
+
+inline int64_t complex_scan_blocks(ComplexScanShape shape) {
+  return (shape.batch * shape.channels + kComplexScanThreadsPerBlock - 1) /
+         kComplexScanThreadsPerBlock;
+}
 
 template <typename T>
 struct ComplexScanForward {
@@ -60,8 +88,8 @@ struct ComplexScanBackward {
 };
 
 template <typename T, typename Acc>
-MS_HOST_DEVICE inline void complex_scan_channel(const ComplexScanForward<T>& f, DiagScanShape shape,
-                                                int64_t channel_index) {
+MS_HOST_DEVICE inline void complex_scan_channel(const ComplexScanForward<T>& f,
+                                                ComplexScanShape shape, int64_t channel_index) {
   const int64_t channels = shape.channels;
   const int64_t c = channel_index % channels;
   const int64_t base = channel_base(shape, channel_index);
@@ -82,7 +110,7 @@ MS_HOST_DEVICE inline void complex_scan_channel(const ComplexScanForward<T>& f, 
 
 template <typename T, typename Acc>
 MS_HOST_DEVICE inline void complex_scan_backward_channel(const ComplexScanBackward<T>& g,
-                                                         DiagScanShape shape,
+                                                         ComplexScanShape shape,
                                                          int64_t channel_index) {
   const int64_t channels = shape.channels;
   const int64_t c = channel_index % channels;
@@ -117,37 +145,39 @@ MS_HOST_DEVICE inline void complex_scan_backward_channel(const ComplexScanBackwa
   if (g.grad_h0_im) g.grad_h0_im[channel_index] = static_cast<T>(carry_im);
 }
 
-// CUDA per-thread bodies: the same (batch, channel) split as the real diagonal scan.
+// CUDA per-thread bodies: one thread per (batch row, channel), see complex_scan_thread_channel.
 template <typename T, typename Acc>
-MS_HOST_DEVICE inline void complex_scan_thread(const ComplexScanForward<T>& f, DiagScanShape shape,
-                                               int64_t block, int64_t thread,
-                                               int64_t threads_per_block) {
-  const int64_t channel_index = diag_scan_thread_channel(shape, block, thread, threads_per_block);
+MS_HOST_DEVICE inline void complex_scan_thread(const ComplexScanForward<T>& f,
+                                               ComplexScanShape shape, int64_t block,
+                                               int64_t thread, int64_t threads_per_block) {
+  const int64_t channel_index =
+      complex_scan_thread_channel(shape, block, thread, threads_per_block);
   if (channel_index >= 0) complex_scan_channel<T, Acc>(f, shape, channel_index);
 }
 
 template <typename T, typename Acc>
 MS_HOST_DEVICE inline void complex_scan_backward_thread(const ComplexScanBackward<T>& g,
-                                                        DiagScanShape shape, int64_t block,
+                                                        ComplexScanShape shape, int64_t block,
                                                         int64_t thread, int64_t threads_per_block) {
-  const int64_t channel_index = diag_scan_thread_channel(shape, block, thread, threads_per_block);
+  const int64_t channel_index =
+      complex_scan_thread_channel(shape, block, thread, threads_per_block);
   if (channel_index >= 0) complex_scan_backward_channel<T, Acc>(g, shape, channel_index);
 }
 
 // CPU: channels [begin, end) of the flattened (batch, channel) index.
-void complex_scan_forward_cpu(const ComplexScanForward<float>& f, DiagScanShape shape,
+void complex_scan_forward_cpu(const ComplexScanForward<float>& f, ComplexScanShape shape,
                               int64_t begin, int64_t end);
-void complex_scan_forward_cpu(const ComplexScanForward<double>& f, DiagScanShape shape,
+void complex_scan_forward_cpu(const ComplexScanForward<double>& f, ComplexScanShape shape,
                               int64_t begin, int64_t end);
-void complex_scan_backward_cpu(const ComplexScanBackward<float>& g, DiagScanShape shape,
+void complex_scan_backward_cpu(const ComplexScanBackward<float>& g, ComplexScanShape shape,
                                int64_t begin, int64_t end);
-void complex_scan_backward_cpu(const ComplexScanBackward<double>& g, DiagScanShape shape,
+void complex_scan_backward_cpu(const ComplexScanBackward<double>& g, ComplexScanShape shape,
                                int64_t begin, int64_t end);
 
 // CUDA, float32: device pointers, launched on `stream`; false (with a message) on failure.
-bool complex_scan_forward_cuda(const ComplexScanForward<float>& f, DiagScanShape shape,
+bool complex_scan_forward_cuda(const ComplexScanForward<float>& f, ComplexScanShape shape,
                                void* stream, const char** message);
-bool complex_scan_backward_cuda(const ComplexScanBackward<float>& g, DiagScanShape shape,
+bool complex_scan_backward_cuda(const ComplexScanBackward<float>& g, ComplexScanShape shape,
                                 void* stream, const char** message);
 
 }  // namespace memscript::kernels

@@ -1,7 +1,8 @@
 // Linked instead of the .cu files when memscript is built without CUDA: every launcher fails
 // with the same message.
 #include "complex_scan.h"
-#include "diag_scan.h"
+#include "cuda_device.h"
+#include "gated_scan.h"
 #include "selective_scan.h"
 
 namespace memscript::kernels {
@@ -14,27 +15,11 @@ bool no_cuda(const char** message) {
 }
 }  // namespace
 
-bool diag_scan_forward_cuda(const float*, const float*, const float*, float*, float*, DiagScanShape,
-                            void*, const char** message) {
-  return no_cuda(message);
-}
-bool diag_scan_forward_cuda(const Bf16Bits*, const Bf16Bits*, const Bf16Bits*, Bf16Bits*, Bf16Bits*,
-                            DiagScanShape, void*, const char** message) {
-  return no_cuda(message);
-}
-bool diag_scan_backward_cuda(const DiagScanGrads<float>&, DiagScanShape, void*,
-                             const char** message) {
-  return no_cuda(message);
-}
-bool diag_scan_backward_cuda(const DiagScanGrads<Bf16Bits>&, DiagScanShape, void*,
-                             const char** message) {
-  return no_cuda(message);
-}
-bool complex_scan_forward_cuda(const ComplexScanForward<float>&, DiagScanShape, void*,
+bool complex_scan_forward_cuda(const ComplexScanForward<float>&, ComplexScanShape, void*,
                                const char** message) {
   return no_cuda(message);
 }
-bool complex_scan_backward_cuda(const ComplexScanBackward<float>&, DiagScanShape, void*,
+bool complex_scan_backward_cuda(const ComplexScanBackward<float>&, ComplexScanShape, void*,
                                 const char** message) {
   return no_cuda(message);
 }
@@ -44,6 +29,23 @@ bool selective_scan_forward_cuda(const SelectiveScanForward<float, float>&, Sele
 }
 bool selective_scan_backward_cuda(const SelectiveScanBackward<float, float>&, SelectiveScanShape,
                                   void*, const char** message) {
+  return no_cuda(message);
+}
+
+bool gated_scan_forward_cuda(GatedCellKind, const GatedScanForward<float>&, GatedScanShape, void*,
+                             const char** message) {
+  return no_cuda(message);
+}
+bool gated_scan_forward_cuda(GatedCellKind, const GatedScanForward<Bf16>&, GatedScanShape, void*,
+                             const char** message) {
+  return no_cuda(message);
+}
+bool gated_scan_backward_cuda(GatedCellKind, const GatedScanBackward<float>&, GatedScanShape, void*,
+                              const char** message) {
+  return no_cuda(message);
+}
+bool gated_scan_backward_cuda(GatedCellKind, const GatedScanBackward<Bf16>&, GatedScanShape, void*,
+                              const char** message) {
   return no_cuda(message);
 }
 

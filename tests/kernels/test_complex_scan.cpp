@@ -13,10 +13,10 @@ namespace {
 
 // λ inside the unit disk; b, h0 and the loss weights anywhere.
 struct ComplexCase {
-  DiagScanShape shape;
+  ComplexScanShape shape;
   std::vector<double> lambda_re, lambda_im, b_re, b_im, h0_re, h0_im, g_re, g_im, gl_re, gl_im;
 
-  ComplexCase(DiagScanShape s, unsigned seed) : shape(s) {
+  ComplexCase(ComplexScanShape s, unsigned seed) : shape(s) {
     const size_t cells = static_cast<size_t>(s.batch * s.length * s.channels);
     const size_t states = static_cast<size_t>(s.batch * s.channels);
     const size_t channels = static_cast<size_t>(s.channels);
@@ -67,7 +67,7 @@ struct ComplexGrads {
 template <typename T>
 struct Buffers {
   std::vector<T> b_re, b_im, h0_re, h0_im, lambda_re, lambda_im;
-  explicit Buffers(DiagScanShape s)
+  explicit Buffers(ComplexScanShape s)
       : b_re(static_cast<size_t>(s.batch * s.length * s.channels), T(-7)),
         b_im(b_re),
         h0_re(static_cast<size_t>(s.batch * s.channels), T(-7)),
@@ -99,7 +99,7 @@ ComplexScanBackward<T> backward_args(const std::vector<std::vector<T>>& in, Buff
           out.lambda_im.data()};
 }
 
-std::vector<double> sum_over_batch(const std::vector<double>& per_row, DiagScanShape s) {
+std::vector<double> sum_over_batch(const std::vector<double>& per_row, ComplexScanShape s) {
   std::vector<double> sum(static_cast<size_t>(s.channels), 0.0);
   for (size_t i = 0; i < per_row.size(); ++i) sum[i % sum.size()] += per_row[i];
   return sum;
@@ -108,7 +108,7 @@ std::vector<double> sum_over_batch(const std::vector<double>& per_row, DiagScanS
 }  // namespace
 
 TEST_CASE("complex scan forward matches std::complex written out") {
-  const DiagScanShape shape{2, 9, 3};
+  const ComplexScanShape shape{2, 9, 3};
   const ComplexCase c(shape, 11);
   const ComplexOutputs o = run_forward(c, true);
   for (int64_t n = 0; n < shape.batch; ++n) {
@@ -127,8 +127,8 @@ TEST_CASE("complex scan forward matches std::complex written out") {
 }
 
 TEST_CASE("complex scan backward matches finite differences for b, h0 and λ") {
-  for (const DiagScanShape shape :
-       {DiagScanShape{1, 1, 1}, DiagScanShape{2, 7, 3}, DiagScanShape{1, 10, 2}}) {
+  for (const ComplexScanShape shape :
+       {ComplexScanShape{1, 1, 1}, ComplexScanShape{2, 7, 3}, ComplexScanShape{1, 10, 2}}) {
     for (const bool with_h0 : {false, true}) {
       ComplexCase c(shape, 12);
       const ComplexOutputs o = run_forward(c, with_h0);
@@ -153,7 +153,7 @@ TEST_CASE("complex scan backward matches finite differences for b, h0 and λ") {
 TEST_CASE(
     "the complex scan CUDA kernels' per-thread bodies, run over every block and thread, "
     "match the CPU") {
-  const DiagScanShape shape{3, 11, 100};  // a partial last block
+  const ComplexScanShape shape{3, 11, 100};  // a partial last block
   const ComplexCase c(shape, 13);
   std::vector<std::vector<float>> in;
   for (const auto* v : {&c.lambda_re, &c.lambda_im, &c.b_re, &c.b_im, &c.h0_re, &c.h0_im, &c.g_re,
@@ -168,9 +168,10 @@ TEST_CASE(
                                       in[4].data(),  in[5].data(), out[0].data(), out[1].data(),
                                       out[2].data(), out[3].data()};
     if (emulated) {
-      emulate_launch(diag_scan_blocks(shape), kDiagScanThreadsPerBlock, [&](int64_t b, int64_t t) {
-        complex_scan_thread<float, float>(f, shape, b, t, kDiagScanThreadsPerBlock);
-      });
+      emulate_launch(
+          complex_scan_blocks(shape), kComplexScanThreadsPerBlock, [&](int64_t b, int64_t t) {
+            complex_scan_thread<float, float>(f, shape, b, t, kComplexScanThreadsPerBlock);
+          });
     } else {
       complex_scan_forward_cpu(f, shape, 0, shape.batch * shape.channels);
     }
@@ -184,9 +185,10 @@ TEST_CASE(
     Buffers<float> out(shape);
     const ComplexScanBackward<float> g = backward_args(saved, out, true);
     if (emulated) {
-      emulate_launch(diag_scan_blocks(shape), kDiagScanThreadsPerBlock, [&](int64_t b, int64_t t) {
-        complex_scan_backward_thread<float, float>(g, shape, b, t, kDiagScanThreadsPerBlock);
-      });
+      emulate_launch(
+          complex_scan_blocks(shape), kComplexScanThreadsPerBlock, [&](int64_t b, int64_t t) {
+            complex_scan_backward_thread<float, float>(g, shape, b, t, kComplexScanThreadsPerBlock);
+          });
     } else {
       complex_scan_backward_cpu(g, shape, 0, shape.batch * shape.channels);
     }

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/cuda_device.h"
 #include "kernels/delta_rule.h"
-#include "kernels/diag_scan.h"  // cuda_device_count
 #include "matrix_state_support.h"
 
 using namespace memscript::kernels;

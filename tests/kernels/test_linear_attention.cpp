@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "kernels/diag_scan.h"  // cuda_device_count
+#include "kernels/cuda_device.h"
 #include "kernels/linear_attention.h"
 #include "matrix_state_support.h"
 

@@ -9,7 +9,7 @@
 
 #include "model_harness.h"
 #include "runtime/model/fused/complex_scan.h"
-#include "runtime/model/fused/diag_scan.h"
+#include "runtime/model/fused/gated_scan.h"
 #include "runtime/model/fused/selective_scan.h"
 #include "runtime/model/mixer.h"
 
@@ -186,19 +186,21 @@ std::vector<torch::Tensor> fused_ops_with_threads(int threads) {
   torch::manual_seed(11);
   const int64_t B = 16, L = 40, C = 48, N = 8;
   std::vector<torch::Tensor> leaves = {
-      torch::rand({B, L, C}) * 2 - 1, torch::randn({B, L, C}), torch::randn({B, C}),
-      torch::rand({C}) * 0.9,         torch::rand({C}) * 0.3,  torch::randn({B, L, C}),
-      torch::randn({B, L, C}),        torch::randn({B, C}),    torch::randn({B, C}),
-      torch::randn({B, L, C}),        torch::rand({B, L, C}),  -torch::rand({C, N}) - 0.1,
-      torch::randn({B, L, N}),        torch::randn({B, L, N}), torch::randn({B, C, N})};
+      torch::randn({B, L, 4 * C}), torch::randn({C}),       torch::randn({B, C}),
+      torch::rand({C}) * 0.9,      torch::rand({C}) * 0.3,  torch::randn({B, L, C}),
+      torch::randn({B, L, C}),     torch::randn({B, C}),    torch::randn({B, C}),
+      torch::randn({B, L, C}),     torch::rand({B, L, C}),  -torch::rand({C, N}) - 0.1,
+      torch::randn({B, L, N}),     torch::randn({B, L, N}), torch::randn({B, C, N}),
+      torch::randn({B, L, 2 * C}), torch::randn({B, C})};
   for (torch::Tensor& t : leaves) t.requires_grad_(true);
-  const fused::DiagScanResult d = fused::diag_scan(leaves[0], leaves[1], leaves[2]);
+  const fused::GatedScanResult q = fused::qlstm_cell(leaves[0], leaves[1], leaves[2], true);
+  const fused::GatedScanResult g = fused::mingru_cell(leaves[15], leaves[16], false);
   const fused::ComplexScanResult c =
       fused::complex_scan(leaves[3], leaves[4], leaves[5], leaves[6], leaves[7], leaves[8]);
   const fused::SelectiveScanResult s = fused::selective_scan(
       leaves[9], leaves[10], leaves[11], leaves[12], leaves[13], leaves[14], true);
-  std::vector<torch::Tensor> outputs = {d.h,       d.h_last,  c.h_re, c.h_im,
-                                        c.last_re, c.last_im, s.y,    s.h_last};
+  std::vector<torch::Tensor> outputs = {q.outputs, q.last,    g.outputs, g.last, c.h_re,
+                                        c.h_im,    c.last_re, c.last_im, s.y,    s.h_last};
   torch::Tensor loss = torch::zeros({});
   for (const torch::Tensor& t : outputs) loss = loss + (t * t.detach().cos()).sum();
   loss.backward();

@@ -9,11 +9,11 @@ namespace {
 
 using kernels::ComplexScanBackward;
 using kernels::ComplexScanForward;
-using kernels::DiagScanShape;
+using kernels::ComplexScanShape;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-DiagScanShape shape_of(const torch::Tensor& b) { return {b.size(0), b.size(1), b.size(2)}; }
+ComplexScanShape shape_of(const torch::Tensor& b) { return {b.size(0), b.size(1), b.size(2)}; }
 
 template <typename T>
 ComplexScanForward<T> forward_args(const variable_list& in, const variable_list& out) {
@@ -48,7 +48,7 @@ class ComplexScanFunction : public torch::autograd::Function<ComplexScanFunction
     const variable_list in = contiguous({lambda_re, lambda_im, b_re, b_im, h0_re, h0_im});
     const variable_list out = {torch::empty_like(in[2]), torch::empty_like(in[2]),
                                torch::empty_like(in[4]), torch::empty_like(in[4])};
-    const DiagScanShape shape = shape_of(in[2]);
+    const ComplexScanShape shape = shape_of(in[2]);
     if (in[2].is_cuda()) {
       const char* message = nullptr;
       check_launch(kernels::complex_scan_forward_cuda(forward_args<float>(in, out), shape,
@@ -73,7 +73,7 @@ class ComplexScanFunction : public torch::autograd::Function<ComplexScanFunction
     const variable_list out = {torch::empty_like(h_re),     torch::empty_like(h_re),
                                torch::empty_like(saved[4]), torch::empty_like(saved[4]),
                                torch::empty_like(saved[4]), torch::empty_like(saved[4])};
-    const DiagScanShape shape = shape_of(h_re);
+    const ComplexScanShape shape = shape_of(h_re);
     if (h_re.is_cuda()) {
       const char* message = nullptr;
       check_launch(kernels::complex_scan_backward_cuda(backward_args<float>(saved, grads, out),

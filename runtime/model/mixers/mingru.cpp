@@ -1,6 +1,6 @@
 #include "runtime/model/mixers/mingru.h"
 
-#include "runtime/model/fused/diag_scan.h"
+#include "runtime/model/fused/gated_scan.h"
 #include "runtime/model/fused/linear.h"
 
 namespace memscript {
@@ -18,24 +18,26 @@ MinGruMixerImpl::MinGruMixerImpl(const MixerContext& context, Options& options)
 }
 
 MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const std::vector<torch::Tensor> parts = fused::linear(input_, x).chunk(2, -1);
+  const torch::Tensor pre = fused::linear(input_, x);
+  const int64_t position = state.position + x.size(1);
+  if (impl_.fused) {
+    const fused::GatedScanResult cell = fused::mingru_cell(
+        pre, state.empty() ? torch::Tensor() : state.tensors.at(0), negative_eigenvalues_);
+    return {fused::linear(output_, cell.outputs), {{cell.last}, position}};
+  }
+  const std::vector<torch::Tensor> parts = pre.chunk(2, -1);
   const torch::Tensor z = torch::sigmoid(parts[0]);
   const torch::Tensor carry = negative_eigenvalues_ ? 1 - 2 * z : 1 - z;
   const torch::Tensor input = z * parts[1];
-  const torch::Tensor h0 =
+  torch::Tensor h =
       state.empty() ? torch::zeros({x.size(0), hidden_}, x.options()) : state.tensors.at(0);
-  if (impl_.fused) {
-    const auto [h, h_last] = fused::diag_scan(carry, input, h0);
-    return {fused::linear(output_, h), {{h_last}, state.position + x.size(1)}};
-  }
-  torch::Tensor h = h0;
   std::vector<torch::Tensor> steps;
   steps.reserve(static_cast<size_t>(x.size(1)));
   for (int64_t t = 0; t < x.size(1); ++t) {
     h = carry.select(1, t) * h + input.select(1, t);
     steps.push_back(h);
   }
-  return {fused::linear(output_, torch::stack(steps, 1)), {{h}, state.position + x.size(1)}};
+  return {fused::linear(output_, torch::stack(steps, 1)), {{h}, position}};
 }
 
 nlohmann::json MinGruMixerImpl::config() const {

@@ -10,7 +10,7 @@ namespace memscript {
 // gated RNN a researcher tries after the LSTM family.
 //   z_t = σ(W_z x_t + b_z),   h̃_t = W_h x_t + b_h
 //   h_t = (1 − z_t) ⊙ h_{t-1} + z_t ⊙ h̃_t,   y_t = W_out h_t + b_out
-// Options: hidden (default d_model); impl ("fused": kernels/diag_scan.h, or "reference": a
+// Options: hidden (default d_model); impl ("fused": kernels/gated_scan.h, or "reference": a
 // step loop of libtorch ops); negative_eigenvalues (default false): the carry becomes
 // 1 − 2z_t, in (−1, 1) instead of (0, 1), while the candidate keeps its weight z_t:
 //   h_t = (1 − 2z_t) ⊙ h_{t-1} + z_t ⊙ h̃_t

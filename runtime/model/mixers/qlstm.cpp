@@ -1,6 +1,6 @@
 #include "runtime/model/mixers/qlstm.h"
 
-#include "runtime/model/fused/diag_scan.h"
+#include "runtime/model/fused/gated_scan.h"
 #include "runtime/model/fused/linear.h"
 
 namespace memscript {
@@ -41,22 +41,22 @@ QlstmMixerImpl::QlstmMixerImpl(const MixerContext& context, Options& options)
 }
 
 MixerOutput QlstmMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const std::vector<torch::Tensor> gates = fused::linear(gates_, x).chunk(4, -1);
+  const torch::Tensor pre = fused::linear(gates_, x);
+  const int64_t position = state.position + x.size(1);
+  if (impl_.fused) {
+    const fused::GatedScanResult cell =
+        fused::qlstm_cell(pre, forget_bias_, state.empty() ? torch::Tensor() : state.tensors.at(0),
+                          negative_eigenvalues_);
+    return {fused::linear(output_, cell.outputs), {{cell.last}, position}};
+  }
+  const std::vector<torch::Tensor> gates = pre.chunk(4, -1);
   const torch::Tensor f = qlstm_forget_gate(gates[0] + forget_bias_ + 1, negative_eigenvalues_);
   const torch::Tensor input = torch::sigmoid(gates[1]) * torch::tanh(gates[2]);
   const torch::Tensor c0 =
       state.empty() ? torch::zeros({x.size(0), hidden_}, x.options()) : state.tensors.at(0);
-  torch::Tensor c, c_last;
-  if (impl_.fused) {
-    fused::DiagScanResult scan = fused::diag_scan(f, input, c0);
-    c = std::move(scan.h);
-    c_last = std::move(scan.h_last);
-  } else {
-    c = diagonal_scan(f, input, c0);
-    c_last = c.select(1, -1);
-  }
+  const torch::Tensor c = diagonal_scan(f, input, c0);
   const torch::Tensor h = torch::sigmoid(gates[3]) * torch::tanh(c);
-  return {fused::linear(output_, h), {{c_last}, state.position + x.size(1)}};
+  return {fused::linear(output_, h), {{c.select(1, -1)}, position}};
 }
 
 nlohmann::json QlstmMixerImpl::config() const {

@@ -10,7 +10,7 @@ namespace memscript {
 //   f_t = σ(W_f x_t + b_f + 1)    the +1 starts the cell remembering (f ≈ 0.73)
 //   i_t = σ(W_i x_t),  z_t = tanh(W_z x_t),  o_t = σ(W_o x_t)
 //   c_t = f_t ⊙ c_{t-1} + i_t ⊙ z_t,   h_t = o_t ⊙ tanh(c_t),   y_t = W_out h_t + b_out
-// Options: hidden (default d_model); impl ("fused": kernels/diag_scan.h, or "reference": a
+// Options: hidden (default d_model); impl ("fused": kernels/gated_scan.h, or "reference": a
 // step loop of libtorch ops); negative_eigenvalues (default false): the forget gate
 // becomes f_t = 2σ(W_f x_t + b_f + 1) − 1, in (−1, 1), the same pre-activation stretched so that
 // the cell can flip its sign each step (what parity needs, Grazzi et al. 2024). 2σ(a) − 1 =
