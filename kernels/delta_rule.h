@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "fixed_dims.h"
 #include "sequence_view.h"
 #include "storage_type.h"
 
@@ -93,13 +94,14 @@ MS_HOST_DEVICE inline AccumulatorOf<T> load_decay(const SequenceView<const T>& a
 }
 
 // The forward of one row of one head: `row` indexes (batch, head, row of S) flattened.
-template <typename T>
+template <typename T, int64_t KeyDim = 0>
 MS_HOST_DEVICE inline void delta_rule_forward_row(const DeltaRuleForward<T>& p, int64_t row) {
   using Acc = AccumulatorOf<T>;
   const DeltaRuleShape& shape = p.shape;
   const int64_t i = row % shape.value_dim, head_index = row / shape.value_dim;
   const int64_t b = head_index / shape.heads, h = head_index % shape.heads;
-  const int64_t dk = shape.key_dim, offset = head_index * shape.matrix_size() + i * dk;
+  const int64_t dk = dim_of<KeyDim>(shape.key_dim);
+  const int64_t offset = head_index * shape.matrix_size() + i * dk;
   Acc* s = p.state_out + offset;
   for (int64_t j = 0; j < dk; ++j) s[j] = p.state_in ? p.state_in[offset + j] : Acc(0);
   for (int64_t t = 0; t < shape.length; ++t) {
@@ -121,12 +123,13 @@ MS_HOST_DEVICE inline void delta_rule_forward_row(const DeltaRuleForward<T>& p, 
 
 // Recomputes the states of tokens [start, end) of one head from the checkpoint before `start`:
 // states[0] is that checkpoint, states[n + 1] the state after token start + n.
-template <typename T>
+template <typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
 MS_HOST_DEVICE inline void delta_rule_recompute_segment(const DeltaRuleBackward<T>& p, int64_t b,
                                                         int64_t h, int64_t start, int64_t end,
                                                         AccumulatorOf<T>* states) {
   const DeltaRuleShape& shape = p.shape;
-  const int64_t matrix = shape.matrix_size(), dk = shape.key_dim;
+  const int64_t dk = dim_of<KeyDim>(shape.key_dim), dv = dim_of<ValueDim>(shape.value_dim);
+  const int64_t matrix = dk * dv;
   const int64_t head_index = b * shape.heads + h;
   const auto* checkpoint =
       p.checkpoints +
@@ -137,7 +140,7 @@ MS_HOST_DEVICE inline void delta_rule_recompute_segment(const DeltaRuleBackward<
     for (int64_t n = 0; n < matrix; ++n) next[n] = next[n - matrix];
     const T* k = p.k.at(b, h, t);
     const T* v = p.v.at(b, h, t);
-    for (int64_t i = 0; i < shape.value_dim; ++i) {
+    for (int64_t i = 0; i < dv; ++i) {
       delta_rule_row_step(next + i * dk, k, load(v[i]), load(*p.beta.at(b, h, t)),
                           load_decay(p.alpha, b, h, t), dk);
     }
@@ -147,7 +150,7 @@ MS_HOST_DEVICE inline void delta_rule_recompute_segment(const DeltaRuleBackward<
 // The backward of token t of one head, given S_{t-1} (prev) and S_t (cur): adds the output's
 // gradient into the state gradient ds, writes the gradients of q_t, k_t, v_t, β_t, α_t, and
 // leaves ds holding the gradient with respect to S_{t-1}. Rows are summed in order 0, 1, ...
-template <typename T>
+template <typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
 MS_HOST_DEVICE inline void delta_rule_backward_token(const DeltaRuleBackward<T>& p, int64_t b,
                                                      int64_t h, int64_t t,
                                                      const AccumulatorOf<T>* prev,
@@ -155,14 +158,14 @@ MS_HOST_DEVICE inline void delta_rule_backward_token(const DeltaRuleBackward<T>&
                                                      AccumulatorOf<T>* ds, AccumulatorOf<T>* grad_q,
                                                      AccumulatorOf<T>* grad_k) {
   using Acc = AccumulatorOf<T>;
-  const int64_t dk = p.shape.key_dim;
+  const int64_t dk = dim_of<KeyDim>(p.shape.key_dim), dv = dim_of<ValueDim>(p.shape.value_dim);
   const T* q = p.q.at(b, h, t);
   const T* k = p.k.at(b, h, t);
   const T* v = p.v.at(b, h, t);
   const Acc beta = load(*p.beta.at(b, h, t)), alpha = load_decay(p.alpha, b, h, t);
   for (int64_t j = 0; j < dk; ++j) grad_q[j] = grad_k[j] = 0;
   Acc grad_beta = 0, grad_alpha = 0;
-  for (int64_t i = 0; i < p.shape.value_dim; ++i) {
+  for (int64_t i = 0; i < dv; ++i) {
     Acc* dsi = ds + i * dk;
     const Acc* before = prev + i * dk;
     const Acc* after = cur + i * dk;
@@ -195,13 +198,14 @@ MS_HOST_DEVICE inline void delta_rule_backward_token(const DeltaRuleBackward<T>&
 }
 
 // The backward of one head: segments from last to first, tokens from last to first.
-template <typename T>
+template <typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
 MS_HOST_DEVICE inline void delta_rule_backward_head(const DeltaRuleBackward<T>& p,
                                                     int64_t head_index) {
   using Acc = AccumulatorOf<T>;
   const DeltaRuleShape& shape = p.shape;
   const int64_t b = head_index / shape.heads, h = head_index % shape.heads;
-  const int64_t matrix = shape.matrix_size(), every = shape.checkpoint_every;
+  const int64_t matrix = dim_of<KeyDim>(shape.key_dim) * dim_of<ValueDim>(shape.value_dim);
+  const int64_t every = shape.checkpoint_every;
   Acc* ds = p.workspace + head_index * shape.workspace_per_head();
   Acc* states = ds + matrix;
   Acc* grad_q = states + (every + 1) * matrix;
@@ -211,10 +215,11 @@ MS_HOST_DEVICE inline void delta_rule_backward_head(const DeltaRuleBackward<T>& 
   for (int64_t segment = shape.checkpoint_count() - 1; segment >= 0; --segment) {
     const int64_t start = segment * every;
     const int64_t end = start + every < shape.length ? start + every : shape.length;
-    delta_rule_recompute_segment(p, b, h, start, end, states);
+    delta_rule_recompute_segment<T, KeyDim, ValueDim>(p, b, h, start, end, states);
     for (int64_t t = end - 1; t >= start; --t) {
       const Acc* prev = states + (t - start) * matrix;
-      delta_rule_backward_token(p, b, h, t, prev, prev + matrix, ds, grad_q, grad_k);
+      delta_rule_backward_token<T, KeyDim, ValueDim>(p, b, h, t, prev, prev + matrix, ds, grad_q,
+                                                     grad_k);
     }
   }
   if (p.grad_state_in) {

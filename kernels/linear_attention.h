@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "fixed_dims.h"
 #include "sequence_view.h"
 #include "storage_type.h"
 
@@ -34,8 +35,11 @@ struct LinearAttentionShape {
 
   MS_HOST_DEVICE int64_t head_count() const { return batch * heads; }
   MS_HOST_DEVICE int64_t matrix_size() const { return key_dim * value_dim; }
-  // Acc elements of backward workspace one head needs: S and z, then G and g.
-  MS_HOST_DEVICE int64_t workspace_per_head() const { return 2 * (matrix_size() + key_dim); }
+  // Acc elements of backward workspace one head needs: S and z, then G and g, then one token's
+  // ∂o / d.
+  MS_HOST_DEVICE int64_t workspace_per_head() const {
+    return 2 * (matrix_size() + key_dim) + value_dim;
+  }
 };
 
 // phi_q, phi_k: [.., dk]; v, outputs: [.., dv]. States are Acc and contiguous: sum [batch,
@@ -98,13 +102,13 @@ MS_HOST_DEVICE inline void linear_attention_start(const LinearAttentionShape& sh
   copy_or_zero(normaliser_in ? normaliser_in + head_index * dk : nullptr, normaliser, dk);
 }
 
-template <typename T>
+template <typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
 MS_HOST_DEVICE inline void linear_attention_forward_head(const LinearAttentionForward<T>& p,
                                                          int64_t head_index) {
   using Acc = AccumulatorOf<T>;
   const LinearAttentionShape& shape = p.shape;
   const int64_t b = head_index / shape.heads, h = head_index % shape.heads;
-  const int64_t dk = shape.key_dim, dv = shape.value_dim;
+  const int64_t dk = dim_of<KeyDim>(shape.key_dim), dv = dim_of<ValueDim>(shape.value_dim);
   Acc* sum = p.sum_out + head_index * shape.matrix_size();
   Acc* normaliser = p.normaliser_out + head_index * dk;
   linear_attention_start(shape, p.sum_in, p.normaliser_in, head_index, sum, normaliser);
@@ -128,31 +132,31 @@ MS_HOST_DEVICE inline void linear_attention_forward_head(const LinearAttentionFo
 template <typename T>
 MS_HOST_DEVICE inline AccumulatorOf<T> linear_attention_grad_denominator(
     const LinearAttentionBackward<T>& p, int64_t b, int64_t h, int64_t t,
-    AccumulatorOf<T> denominator) {
+    AccumulatorOf<T> denominator, int64_t value_dim) {
   using Acc = AccumulatorOf<T>;
   if (!p.grad_outputs) return Acc(0);
   const T* grad_out = p.grad_outputs.at(b, h, t);
   const T* out = p.outputs.at(b, h, t);
   Acc dot = 0;
-  for (int64_t j = 0; j < p.shape.value_dim; ++j) dot += load(grad_out[j]) * load(out[j]);
+  for (int64_t j = 0; j < value_dim; ++j) dot += load(grad_out[j]) * load(out[j]);
   return -dot / denominator;
 }
 
 // Forward in time: recomputes S_t, z_t and writes ∂φq_t = S_t ∂o_t / d_t + z_t ∂d_t.
-template <typename T>
+template <typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
 MS_HOST_DEVICE inline void linear_attention_grad_queries(const LinearAttentionBackward<T>& p,
                                                          int64_t head_index) {
   using Acc = AccumulatorOf<T>;
   const LinearAttentionShape& shape = p.shape;
   const int64_t b = head_index / shape.heads, h = head_index % shape.heads;
-  const int64_t dk = shape.key_dim, dv = shape.value_dim;
+  const int64_t dk = dim_of<KeyDim>(shape.key_dim), dv = dim_of<ValueDim>(shape.value_dim);
   Acc* sum = p.workspace + head_index * shape.workspace_per_head();
   Acc* normaliser = sum + shape.matrix_size();
   linear_attention_start(shape, p.sum_in, p.normaliser_in, head_index, sum, normaliser);
   for (int64_t t = 0; t < shape.length; ++t) {
     linear_attention_accumulate(sum, normaliser, p.phi_k.at(b, h, t), p.v.at(b, h, t), dk, dv);
     const Acc denominator = p.denominators[head_index * shape.length + t];
-    const Acc grad_denominator = linear_attention_grad_denominator(p, b, h, t, denominator);
+    const Acc grad_denominator = linear_attention_grad_denominator(p, b, h, t, denominator, dv);
     T* grad_phi_q = p.grad_phi_q.at(b, h, t);
     for (int64_t a = 0; a < dk; ++a) {
       Acc recalled = 0;
@@ -166,27 +170,31 @@ MS_HOST_DEVICE inline void linear_attention_grad_queries(const LinearAttentionBa
 }
 
 // Backward in time: accumulates G and g, writes ∂φk_t, ∂v_t and the initial state's gradient.
-template <typename T>
+template <typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
 MS_HOST_DEVICE inline void linear_attention_grad_keys_values(const LinearAttentionBackward<T>& p,
                                                              int64_t head_index) {
   using Acc = AccumulatorOf<T>;
   const LinearAttentionShape& shape = p.shape;
   const int64_t b = head_index / shape.heads, h = head_index % shape.heads;
-  const int64_t dk = shape.key_dim, dv = shape.value_dim, matrix = shape.matrix_size();
+  const int64_t dk = dim_of<KeyDim>(shape.key_dim), dv = dim_of<ValueDim>(shape.value_dim);
+  const int64_t matrix = dk * dv;
   Acc* grad_sum = p.workspace + head_index * shape.workspace_per_head() + matrix + dk;
   Acc* grad_normaliser = grad_sum + matrix;
+  Acc* grad_numerator = grad_normaliser + dk;  // ∂o_t / d_t, once per token
   linear_attention_start(shape, p.grad_sum_out, p.grad_normaliser_out, head_index, grad_sum,
                          grad_normaliser);
   for (int64_t t = shape.length - 1; t >= 0; --t) {
     const Acc denominator = p.denominators[head_index * shape.length + t];
-    const Acc grad_denominator = linear_attention_grad_denominator(p, b, h, t, denominator);
+    const Acc grad_denominator = linear_attention_grad_denominator(p, b, h, t, denominator, dv);
     const T* phi_q = p.phi_q.at(b, h, t);
+    if (p.grad_outputs) {
+      const T* grad_out = p.grad_outputs.at(b, h, t);
+      for (int64_t j = 0; j < dv; ++j) grad_numerator[j] = load(grad_out[j]) / denominator;
+    }
     for (int64_t a = 0; a < dk; ++a) {
       const Acc query = load(phi_q[a]);
       if (p.grad_outputs) {
-        const T* grad_out = p.grad_outputs.at(b, h, t);
-        for (int64_t j = 0; j < dv; ++j)
-          grad_sum[a * dv + j] += query * (load(grad_out[j]) / denominator);
+        for (int64_t j = 0; j < dv; ++j) grad_sum[a * dv + j] += query * grad_numerator[j];
       }
       grad_normaliser[a] += query * grad_denominator;
     }
@@ -208,11 +216,11 @@ MS_HOST_DEVICE inline void linear_attention_grad_keys_values(const LinearAttenti
     copy_or_zero(grad_normaliser, p.grad_normaliser_in + head_index * dk, dk);
 }
 
-template <typename T>
+template <typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
 MS_HOST_DEVICE inline void linear_attention_backward_head(const LinearAttentionBackward<T>& p,
                                                           int64_t head_index) {
-  linear_attention_grad_queries(p, head_index);
-  linear_attention_grad_keys_values(p, head_index);
+  linear_attention_grad_queries<T, KeyDim, ValueDim>(p, head_index);
+  linear_attention_grad_keys_values<T, KeyDim, ValueDim>(p, head_index);
 }
 
 // The CUDA kernels' per-thread bodies: one head per thread, in both directions. Here so the

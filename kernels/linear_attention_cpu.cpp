@@ -5,11 +5,17 @@ namespace memscript::kernels {
 namespace {
 template <typename T>
 void forward_heads(const LinearAttentionForward<T>& p, int64_t begin, int64_t end) {
-  for (int64_t head = begin; head < end; ++head) linear_attention_forward_head(p, head);
+  with_fixed_dims(p.shape.key_dim, p.shape.value_dim, [&]<int64_t KeyDim, int64_t ValueDim>() {
+    for (int64_t head = begin; head < end; ++head)
+      linear_attention_forward_head<T, KeyDim, ValueDim>(p, head);
+  });
 }
 template <typename T>
 void backward_heads(const LinearAttentionBackward<T>& p, int64_t begin, int64_t end) {
-  for (int64_t head = begin; head < end; ++head) linear_attention_backward_head(p, head);
+  with_fixed_dims(p.shape.key_dim, p.shape.value_dim, [&]<int64_t KeyDim, int64_t ValueDim>() {
+    for (int64_t head = begin; head < end; ++head)
+      linear_attention_backward_head<T, KeyDim, ValueDim>(p, head);
+  });
 }
 }  // namespace
 

@@ -11,6 +11,7 @@
 
 #include "model_harness.h"
 #include "runtime/model/fused/delta_rule_op.h"
+#include "runtime/model/fused/l2_normalize.h"
 #include "runtime/model/fused/linear_attention_op.h"
 #include "runtime/model/mixers/deltanet.h"
 #include "runtime/model/mixers/linear_attention.h"
@@ -88,8 +89,8 @@ DeltaInputs delta_inputs(const Shape& s, torch::ScalarType dtype, bool decay, bo
   torch::manual_seed(s.length * 7 + s.batch);
   const auto options = torch::TensorOptions().dtype(dtype);
   DeltaInputs in;
-  in.q = leaf(l2_normalize(head_split(s, s.key_dim, dtype)));
-  in.k = leaf(l2_normalize(head_split(s, s.key_dim, dtype)));
+  in.q = leaf(fused::l2_normalize_reference(head_split(s, s.key_dim, dtype)));
+  in.k = leaf(fused::l2_normalize_reference(head_split(s, s.key_dim, dtype)));
   in.v = leaf(head_split(s, s.value_dim, dtype));
   in.beta = leaf(2 * torch::rand({s.batch, s.heads, s.length}, options));
   if (decay) in.alpha = leaf(0.5 + 0.5 * torch::rand({s.batch, s.heads, s.length}, options));
@@ -311,8 +312,10 @@ TEST_CASE("a no-grad fused forward keeps one state per head, not one per token")
   torch::NoGradGuard no_grad;
   torch::manual_seed(8);
   const auto options = torch::TensorOptions().dtype(torch::kFloat);
-  const torch::Tensor q = l2_normalize(torch::randn({s.batch, s.heads, s.length, 16}, options));
-  const torch::Tensor k = l2_normalize(torch::randn({s.batch, s.heads, s.length, 16}, options));
+  const torch::Tensor q =
+      fused::l2_normalize_reference(torch::randn({s.batch, s.heads, s.length, 16}, options));
+  const torch::Tensor k =
+      fused::l2_normalize_reference(torch::randn({s.batch, s.heads, s.length, 16}, options));
   const torch::Tensor v = torch::randn({s.batch, s.heads, s.length, 16}, options);
   const torch::Tensor beta = torch::rand({s.batch, s.heads, s.length}, options);
   const int64_t outputs_bytes = v.numel() * 4;

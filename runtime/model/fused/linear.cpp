@@ -89,11 +89,53 @@ std::pair<torch::Tensor, torch::Tensor> small_grad_params(const torch::Tensor& g
   return {grad_weight, grad_bias};
 }
 
+// The activation of `pre`: σ and relu in place, GELU and elu into a new tensor.
+torch::Tensor activate(const torch::Tensor& pre, Activation activation) {
+  switch (activation) {
+    case Activation::none:
+      return pre;
+    case Activation::gelu:
+      return torch::gelu(pre);
+    case Activation::sigmoid:
+      return pre.sigmoid_();
+    case Activation::elu_plus_one:
+      return torch::elu(pre).add_(1);
+    case Activation::relu:
+      return pre.relu_();
+  }
+  return pre;
+}
+
+// What the backward of the activation reads: the pre-activation (GELU, elu) or the output
+// (σ, relu, whose derivatives follow from it).
+bool keeps_pre_activation(Activation activation) {
+  return activation == Activation::gelu || activation == Activation::elu_plus_one;
+}
+
+// grad with respect to the pre-activation, from `kept` (see keeps_pre_activation).
+torch::Tensor activation_backward(const torch::Tensor& grad, const torch::Tensor& kept,
+                                  Activation activation) {
+  switch (activation) {
+    case Activation::none:
+      return grad;
+    case Activation::gelu:
+      return torch::gelu_backward(grad, kept);
+    case Activation::sigmoid:
+      return torch::sigmoid_backward(grad, kept);
+    case Activation::elu_plus_one:
+      return torch::elu_backward(grad, 1, 1, 1, false, kept);
+    case Activation::relu:
+      return torch::threshold_backward(grad, kept, 0);
+  }
+  return grad;
+}
+
 class LinearFunction : public torch::autograd::Function<LinearFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight_in, const torch::Tensor& bias_or_empty,
-                               bool gelu) {
+                               int64_t activation_index) {
+    const auto activation = static_cast<Activation>(activation_index);
     torch::Tensor bias = undefined_if_empty(bias_or_empty);
     if (bias.defined()) bias = bias.contiguous();
     const bool small = runs_on_small_kernel(x, weight_in);
@@ -105,21 +147,25 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     } else {
       pre = bias.defined() ? torch::addmm(bias, rows, weight.t()) : torch::mm(rows, weight.t());
     }
-    ctx->save_for_backward({rows, weight, gelu ? pre : torch::Tensor()});
+    // GELU and elu write a new tensor, σ and relu overwrite pre: either way `kept` is right.
+    const torch::Tensor y = activate(pre, activation);
+    torch::Tensor kept;
+    if (activation != Activation::none) kept = keeps_pre_activation(activation) ? pre : y;
+    ctx->save_for_backward({rows, weight, kept});
     ctx->saved_data["shape"] = x.sizes();
     ctx->saved_data["bias"] = bias.defined();
     ctx->saved_data["small"] = small;
-    const torch::Tensor y = gelu ? torch::gelu(pre) : pre;
+    ctx->saved_data["activation"] = activation_index;
     return {y.view(output_shape(x, weight))};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &rows = saved[0], &weight = saved[1], &pre = saved[2];
+    const torch::Tensor &rows = saved[0], &weight = saved[1], &kept = saved[2];
     const bool small = ctx->saved_data["small"].toBool();
     const bool with_bias = ctx->saved_data["bias"].toBool() && ctx->needs_input_grad(2);
-    torch::Tensor grad = as_matrix(grads[0]);
-    if (pre.defined()) grad = torch::gelu_backward(grad, pre);
+    const auto activation = static_cast<Activation>(ctx->saved_data["activation"].toInt());
+    torch::Tensor grad = activation_backward(as_matrix(grads[0]), kept, activation);
     if (small) grad = grad.contiguous();
     torch::Tensor grad_x, grad_weight, grad_bias;
     if (ctx->needs_input_grad(0)) {
@@ -138,10 +184,26 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
 
 }  // namespace
 
+torch::Tensor activation_reference(const torch::Tensor& x, Activation activation) {
+  switch (activation) {
+    case Activation::none:
+      return x;
+    case Activation::gelu:
+      return torch::gelu(x);
+    case Activation::sigmoid:
+      return torch::sigmoid(x);
+    case Activation::elu_plus_one:
+      return torch::elu(x) + 1;
+    case Activation::relu:
+      return torch::relu(x);
+  }
+  return x;
+}
+
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      Activation activation) {
   return LinearFunction::apply(x, weight, present_or_empty(bias, weight),
-                               activation == Activation::gelu)[0];
+                               static_cast<int64_t>(activation))[0];
 }
 
 }  // namespace memscript::fused

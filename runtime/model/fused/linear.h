@@ -4,14 +4,20 @@
 
 namespace memscript::fused {
 
-enum class Activation { none, gelu };
+// What fused::linear applies to x Wᵀ + b before returning it: the MLP's GELU, DeltaNet's β =
+// σ(·), linear attention's feature maps elu(·) + 1 and relu(·).
+enum class Activation { none, gelu, sigmoid, elu_plus_one, relu };
 
 // y = activation(x Wᵀ + b) over the last axis of x (any leading shape) as one autograd node:
 // x is read as a [rows, in] matrix, so a [batch, length, in] activation costs one addmm forward
 // and two matrix products (plus a sum for the bias) backward, instead of the reshapes, views
-// and transposes of torch::nn::Linear on a 3-D input. `bias` may be undefined.
+// and transposes of torch::nn::Linear on a 3-D input, and the activation in the same node.
+// `bias` may be undefined.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      Activation activation = Activation::none);
+
+// The activation alone, from composed libtorch ops (for what fused::linear cannot fold in).
+torch::Tensor activation_reference(const torch::Tensor& x, Activation activation);
 
 inline torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x,
                             Activation activation = Activation::none) {

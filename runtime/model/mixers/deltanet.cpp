@@ -57,7 +57,7 @@ DeltaNetMixerImpl::DeltaNetMixerImpl(const std::string& name, const MixerContext
 }
 
 torch::Tensor DeltaNetMixerImpl::write_strength(const torch::Tensor& x) {
-  const torch::Tensor beta = torch::sigmoid(fused::linear(beta_, x)).transpose(1, 2);
+  const torch::Tensor beta = fused::linear(beta_, x, fused::Activation::sigmoid).transpose(1, 2);
   return negative_eigenvalues_ ? 2 * beta : beta;
 }
 

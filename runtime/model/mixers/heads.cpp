@@ -1,4 +1,5 @@
 #include "runtime/model/mixers/heads.h"
+#include "runtime/model/fused/l2_normalize.h"
 #include "runtime/model/fused/linear.h"
 
 namespace memscript {
@@ -27,10 +28,6 @@ torch::nn::Linear register_output_projection(torch::nn::Module& owner, const Hea
   return projection;
 }
 
-torch::Tensor l2_normalize(const torch::Tensor& x) {
-  return torch::nn::functional::normalize(x, torch::nn::functional::NormalizeFuncOptions().dim(-1));
-}
-
 torch::Tensor split_heads(const torch::Tensor& x, int64_t heads) {
   return x.unflatten(-1, {heads, -1}).transpose(1, 2);
 }
@@ -42,16 +39,25 @@ QkvProjections::QkvProjections(torch::nn::Module& owner, int64_t d_model, const 
       key(register_input_projection(owner, "key", d_model, shape.width(), false)),
       value(register_input_projection(owner, "value", d_model, shape.width(), false)) {}
 
+namespace {
+
+// One of q, k: [batch, heads, length, head_dim], normalized per head and mapped by φ.
+torch::Tensor project_query_or_key(const torch::nn::Linear& projection, const torch::Tensor& x,
+                                   int64_t heads, bool qk_norm, fused::Activation feature_map) {
+  if (!qk_norm) return split_heads(fused::linear(projection, x, feature_map), heads);
+  // Normalized on the [batch, length, heads, head_dim] view, whose rows are contiguous.
+  const torch::Tensor unit =
+      fused::l2_normalize(fused::linear(projection, x).unflatten(-1, {heads, -1}));
+  return fused::activation_reference(unit, feature_map).transpose(1, 2);
+}
+
+}  // namespace
+
 HeadInputs project_heads(QkvProjections& projections, const torch::Tensor& x, int64_t heads,
-                         bool qk_norm) {
-  HeadInputs out{split_heads(fused::linear(projections.query, x), heads),
-                 split_heads(fused::linear(projections.key, x), heads),
-                 split_heads(fused::linear(projections.value, x), heads)};
-  if (qk_norm) {
-    out.q = l2_normalize(out.q);
-    out.k = l2_normalize(out.k);
-  }
-  return out;
+                         bool qk_norm, fused::Activation feature_map) {
+  return {project_query_or_key(projections.query, x, heads, qk_norm, feature_map),
+          project_query_or_key(projections.key, x, heads, qk_norm, feature_map),
+          split_heads(fused::linear(projections.value, x), heads)};
 }
 
 }  // namespace memscript

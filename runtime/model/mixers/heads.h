@@ -4,6 +4,7 @@
 // heads and how wide, the projections into and out of the heads, and the [batch, heads, length,
 // width] layout their recurrences run in.
 
+#include "runtime/model/fused/linear.h"
 #include "runtime/model/mixer.h"
 
 namespace memscript {
@@ -42,12 +43,10 @@ struct HeadInputs {
   torch::Tensor q, k, v;  // each [batch, heads, length, head_dim]
 };
 
-// Projects x [batch, length, d_model] into heads; q and k of unit length when `qk_norm`.
+// Projects x [batch, length, d_model] into heads: q and k of unit length along each head when
+// `qk_norm`, then through `feature_map` (linear attention's φ).
 HeadInputs project_heads(QkvProjections& projections, const torch::Tensor& x, int64_t heads,
-                         bool qk_norm);
-
-// Unit length along the last dimension (the head's width).
-torch::Tensor l2_normalize(const torch::Tensor& x);
+                         bool qk_norm, fused::Activation feature_map = fused::Activation::none);
 
 // [batch, length, heads * width] -> [batch, heads, length, width].
 torch::Tensor split_heads(const torch::Tensor& x, int64_t heads);

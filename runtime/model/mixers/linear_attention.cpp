@@ -72,18 +72,16 @@ LinearAttentionMixerImpl::LinearAttentionMixerImpl(const MixerContext& context, 
   output_ = register_output_projection(*this, shape_, context);
 }
 
-torch::Tensor LinearAttentionMixerImpl::feature_map(const torch::Tensor& x) const {
-  if (feature_map_ == "relu") return torch::relu(x);
-  return torch::elu(x) + 1;
+fused::Activation LinearAttentionMixerImpl::feature_map() const {
+  return feature_map_ == "relu" ? fused::Activation::relu : fused::Activation::elu_plus_one;
 }
 
 MixerOutput LinearAttentionMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const auto [q, k, v] = project_heads(qkv_, x, shape_.heads, qk_norm_);
+  const auto [phi_q, phi_k, v] = project_heads(qkv_, x, shape_.heads, qk_norm_, feature_map());
   LinearAttentionState carried;
   if (!state.empty()) carried = {state.tensors.at(0), state.tensors.at(1)};
-  const LinearAttentionOutput out =
-      fused_ ? fused_linear_attention(feature_map(q), feature_map(k), v, carried, eps_)
-             : linear_attention(feature_map(q), feature_map(k), v, carried, eps_);
+  const LinearAttentionOutput out = fused_ ? fused_linear_attention(phi_q, phi_k, v, carried, eps_)
+                                           : linear_attention(phi_q, phi_k, v, carried, eps_);
   return {fused::linear(output_, merge_heads(out.outputs)),
           {{out.state.sum, out.state.normaliser}, state.position + x.size(1)}};
 }

@@ -51,7 +51,7 @@ class LinearAttentionMixerImpl : public MixerImpl {
   MixerOutput forward(const torch::Tensor& x, const MixerState& state) override;
   nlohmann::json config() const override;
 
-  torch::Tensor feature_map(const torch::Tensor& x) const;
+  fused::Activation feature_map() const;  // φ, folded into the q and k projections
 
  private:
   HeadShape shape_;
