@@ -133,15 +133,58 @@ void weighted_row_sum(const T* weight, int64_t stride, const T* rows, int64_t wi
   }
 }
 
+// acc[i, :] += x[r, i] · g[r, :] over rows [first, last): Gᵀ x transposed, [in, Width], with
+// the gradient rows (Width = out) as the vector dimension; the sum over rows is in row order.
+template <typename T, int64_t Width>
+void outer_product_sum_fixed(const T* __restrict g, const T* __restrict x, int64_t in,
+                             int64_t first, int64_t last, T* __restrict acc) {
+  std::fill(acc, acc + in * Width, T(0));
+  for (int64_t r = first; r < last; ++r) {
+    const T* g_row = g + r * Width;
+    for (int64_t i = 0; i < in; ++i) {
+      const T xi = x[r * in + i];
+      T* acc_row = acc + i * Width;
+      for (int64_t j = 0; j < Width; ++j) acc_row[j] += g_row[j] * xi;
+    }
+  }
+}
+
 template <typename T>
 void grad_params(const T* grad_y, const T* x, T* weight_partials, T* bias_partials,
                  SmallLinearShape s, int64_t begin, int64_t end) {
+  std::vector<T> transposed(static_cast<size_t>(s.in * s.out));
   for (int64_t b = begin; b < end; ++b) {
     const int64_t first = b * kSmallLinearRowsPerBlock;
     const int64_t last = std::min(s.rows, first + kSmallLinearRowsPerBlock);
     T* gw = weight_partials + b * s.out * s.in;
-    for (int64_t o = 0; o < s.out; ++o)
-      weighted_row_sum(grad_y + o, s.out, x, s.in, first, last, gw + o * s.in);
+    bool summed = true;
+    switch (s.out) {
+      case 2:
+        outer_product_sum_fixed<T, 2>(grad_y, x, s.in, first, last, transposed.data());
+        break;
+      case 4:
+        outer_product_sum_fixed<T, 4>(grad_y, x, s.in, first, last, transposed.data());
+        break;
+      case 8:
+        outer_product_sum_fixed<T, 8>(grad_y, x, s.in, first, last, transposed.data());
+        break;
+      case 16:
+        outer_product_sum_fixed<T, 16>(grad_y, x, s.in, first, last, transposed.data());
+        break;
+      case 32:
+        outer_product_sum_fixed<T, 32>(grad_y, x, s.in, first, last, transposed.data());
+        break;
+      default:
+        summed = false;
+    }
+    if (summed) {
+      for (int64_t o = 0; o < s.out; ++o) {
+        for (int64_t i = 0; i < s.in; ++i) gw[o * s.in + i] = transposed[i * s.out + o];
+      }
+    } else {
+      for (int64_t o = 0; o < s.out; ++o)
+        weighted_row_sum(grad_y + o, s.out, x, s.in, first, last, gw + o * s.in);
+    }
     if (bias_partials)
       weighted_row_sum<T>(nullptr, 0, grad_y, s.out, first, last, bias_partials + b * s.out);
   }
