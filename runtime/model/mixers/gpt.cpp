@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/model/fused/causal_attention.h"
 #include "runtime/model/fused/linear.h"
 #include "runtime/model/mixers/heads.h"
 
@@ -87,8 +88,15 @@ MixerOutput GptMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
     k = torch::cat({state.tensors.at(0), k}, 2);
     v = torch::cat({state.tensors.at(1), v}, 2);
   }
-  const torch::Tensor merged = merge_heads(causal_attention(q, k, v));
+  const torch::Tensor merged = merge_heads(attend(q, k, v));
   return {fused::linear(output_, merged), {{k, v}, state.position + length}};
+}
+
+torch::Tensor GptMixerImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
+                                   const torch::Tensor& v) const {
+  if (!impl_.fused) return causal_attention_reference(q, k, v);
+  return fused::attention_runs_on_kernel(q) ? fused::causal_attention(q, k, v)
+                                            : causal_attention(q, k, v);
 }
 
 nlohmann::json GptMixerImpl::config() const {
@@ -112,6 +120,16 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
   const torch::Tensor keys = torch::arange(total, index).unsqueeze(0);
   const torch::Tensor queries = torch::arange(total - length, total, index).unsqueeze(1);
   return torch::scaled_dot_product_attention(q, k, v, keys <= queries);
+}
+
+torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
+                                         const torch::Tensor& v) {
+  const int64_t length = q.size(2), total = k.size(2);
+  const auto index = torch::TensorOptions().dtype(torch::kLong).device(q.device());
+  const torch::Tensor keys = torch::arange(total, index).unsqueeze(0);
+  const torch::Tensor queries = torch::arange(total - length, total, index).unsqueeze(1);
+  const torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(q.size(3));
+  return torch::matmul(torch::softmax(scores.masked_fill(keys > queries, -INFINITY), -1), v);
 }
 
 torch::Tensor sinusoidal_positions(int64_t position, int64_t length, int64_t width,

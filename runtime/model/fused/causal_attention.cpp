@@ -1,0 +1,112 @@
+#include "runtime/model/fused/causal_attention.h"
+
+#include <cmath>
+
+#include "kernels/causal_attention.h"
+#include "runtime/model/fused/kernel_args.h"
+
+namespace memscript::fused {
+
+namespace {
+
+using kernels::AttentionShape;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+AttentionShape shape_of(const torch::Tensor& q, const torch::Tensor& k) {
+  return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
+}
+
+struct Forward {
+  torch::Tensor out, log_sum_exp;  // log_sum_exp undefined without a backward to come
+};
+
+Forward run_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                    bool keep_log_sum_exp) {
+  const AttentionShape shape = shape_of(q, k);
+  Forward result{
+      torch::empty({shape.batch, shape.queries, shape.heads, shape.head_dim}, q.options())
+          .transpose(1, 2),
+      keep_log_sum_exp ? torch::empty({shape.batch, shape.heads, shape.queries}, q.options())
+                       : torch::Tensor()};
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused causal attention", [&] {
+    const kernels::AttentionForward<scalar_t> args{
+        sequence_view<const scalar_t>(q),
+        sequence_view<const scalar_t>(k),
+        sequence_view<const scalar_t>(v),
+        sequence_view<scalar_t>(result.out),
+        data_or_null<scalar_t>(result.log_sum_exp),
+        static_cast<scalar_t>(1.0 / std::sqrt(static_cast<double>(shape.head_dim))),
+        shape};
+    parallel_over(shape.head_count(), shape.queries * shape.keys * shape.head_dim,
+                  [&](int64_t begin, int64_t end) {
+                    kernels::causal_attention_forward_cpu(args, begin, end);
+                  });
+  });
+  return result;
+}
+
+class CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v) {
+    const Forward result = run_forward(q, k, v, true);
+    ctx->save_for_backward({q, k, v, result.out, result.log_sum_exp});
+    return {result.out};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3],
+                        &log_sum_exp = saved[4];
+    const torch::Tensor grad_out = width_contiguous(grads[0]);
+    const AttentionShape shape = shape_of(q, k);
+    const torch::Tensor grad_q = torch::empty_like(q, at::MemoryFormat::Contiguous);
+    const torch::Tensor grad_k = torch::empty_like(k, at::MemoryFormat::Contiguous);
+    const torch::Tensor grad_v = torch::empty_like(v, at::MemoryFormat::Contiguous);
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused causal attention backward", [&] {
+      const kernels::AttentionBackward<scalar_t> args{
+          sequence_view<const scalar_t>(q),
+          sequence_view<const scalar_t>(k),
+          sequence_view<const scalar_t>(v),
+          sequence_view<const scalar_t>(out),
+          sequence_view<const scalar_t>(grad_out),
+          data_or_null<const scalar_t>(log_sum_exp),
+          sequence_view<scalar_t>(grad_q),
+          sequence_view<scalar_t>(grad_k),
+          sequence_view<scalar_t>(grad_v),
+          static_cast<scalar_t>(1.0 / std::sqrt(static_cast<double>(shape.head_dim))),
+          shape};
+      parallel_over(shape.head_count(), 3 * shape.queries * shape.keys * shape.head_dim,
+                    [&](int64_t begin, int64_t end) {
+                      kernels::causal_attention_backward_cpu(args, begin, end);
+                    });
+    });
+    return {grad_q, grad_k, grad_v};
+  }
+};
+
+}  // namespace
+
+bool attention_runs_on_kernel(const torch::Tensor& q) {
+  const auto dtype = q.scalar_type();
+  return q.is_cpu() && (dtype == torch::kFloat || dtype == torch::kDouble);
+}
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v) {
+  TORCH_CHECK(attention_runs_on_kernel(q) && q.dim() == 4 && k.dim() == 4 &&
+                  k.sizes() == v.sizes() && k.size(2) >= q.size(2) &&
+                  k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
+              "fused causal attention: CPU float32/float64 q [B, H, Lq, D] and k, v [B, H, Lk, D] "
+              "with Lk >= Lq; got ",
+              q.sizes(), ", ", k.sizes(), ", ", v.sizes(), " ", q.scalar_type(), " on ",
+              q.device());
+  const torch::Tensor qc = width_contiguous(q), kc = width_contiguous(k), vc = width_contiguous(v);
+  const bool needs_grad = torch::GradMode::is_enabled() &&
+                          (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  if (!needs_grad) return run_forward(qc, kc, vc, false).out;
+  return CausalAttentionFunction::apply(qc, kc, vc)[0];
+}
+
+}  // namespace memscript::fused
