@@ -21,6 +21,7 @@
 
 #include "bench_model.h"
 #include "runtime/evaluate.h"
+#include "runtime/memory.h"
 
 using namespace memscript;
 using namespace memscript::bench;
@@ -174,6 +175,7 @@ int drive(const std::string& self, const Settings& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  memscript::keep_freed_memory();  // as the memscript binary does
   cxxopts::Options cli("memscript_bench_memory",
                        "peak resident memory of a long evaluation, one process per mixer");
   // clang-format off

@@ -19,6 +19,7 @@
 #include "bench_model.h"
 #include "bench_util.h"
 #include "runtime/batch.h"
+#include "runtime/memory.h"
 #include "runtime/optim.h"
 
 using namespace memscript;
@@ -361,6 +362,7 @@ Settings parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  memscript::keep_freed_memory();  // as the memscript binary does
   try {
     Bench bench(parse(argc, argv));
     const Settings& s = bench.settings();
@@ -371,8 +373,9 @@ int main(int argc, char** argv) {
     if (s.pytorch) {
       torch_found = print_pytorch_table(bench);
     } else if (s.pytorch_asked) {
-      std::printf("\nSKIPPED: no --python (a Python with torch) and --script "
-                  "(pytorch_reference.py) given; no PyTorch comparison\n");
+      std::printf(
+          "\nSKIPPED: no --python (a Python with torch) and --script "
+          "(pytorch_reference.py) given; no PyTorch comparison\n");
     }
     if (!s.jsonl.empty() && s.jsonl != "-")
       std::printf("\n# results, one JSON object a line: %s\n", s.jsonl.c_str());

@@ -7,6 +7,7 @@
 
 #include "bench_util.h"
 #include "runtime/batch.h"
+#include "runtime/memory.h"
 #include "runtime/model/decoder.h"
 #include "runtime/optim.h"
 #include "runtime/task.h"
@@ -73,6 +74,7 @@ void share_of_training_step(const TaskCase& c) {
 }  // namespace
 
 int main() {
+  memscript::keep_freed_memory();  // as the memscript binary does
   at::set_num_threads(1);
   const std::vector<TaskCase> cases = {
       {"parity", "parity", {}, 256},

@@ -23,6 +23,7 @@
 #include "main/slurm.h"
 #include "memscript_config.h"
 #include "runtime/device.h"
+#include "runtime/memory.h"
 #include "runtime/options.h"
 #include "runtime/sweep/shard.h"
 #include "runtime/versions.h"
@@ -278,6 +279,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  memscript::keep_freed_memory();
   try {
     return run(argc, argv);
   } catch (const UsageError& error) {
