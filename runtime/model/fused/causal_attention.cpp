@@ -93,6 +93,10 @@ bool attention_runs_on_kernel(const torch::Tensor& q) {
   return q.is_cpu() && (dtype == torch::kFloat || dtype == torch::kDouble);
 }
 
+bool attention_prefers_kernel(const torch::Tensor& q) {
+  return attention_runs_on_kernel(q) && q.size(-1) <= kMaxPreferredHeadDim;
+}
+
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v) {
   TORCH_CHECK(attention_runs_on_kernel(q) && q.dim() == 4 && k.dim() == 4 &&

@@ -95,7 +95,7 @@ MixerOutput GptMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
 torch::Tensor GptMixerImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                    const torch::Tensor& v) const {
   if (!impl_.fused) return causal_attention_reference(q, k, v);
-  return fused::attention_runs_on_kernel(q) ? fused::causal_attention(q, k, v)
+  return fused::attention_prefers_kernel(q) ? fused::causal_attention(q, k, v)
                                             : causal_attention(q, k, v);
 }
 

@@ -26,9 +26,9 @@ namespace memscript {
 //               The table starts at normal(0, 1/sqrt(2)), the sinusoidal table's scale, since
 //               it is added to a unit-scale LayerNorm output rather than to an embedding.
 //   rope_base   the rotary frequency base (default 10000)
-//   impl        "fused" (default): on the CPU kernels/causal_attention.h, elsewhere libtorch's
-//               scaled_dot_product_attention; "reference": softmax(q kᵀ / sqrt(d) + M) v
-//               from composed ops, the oracle of the tests
+//   impl        "fused" (default): on the CPU with head_dim <= 8 kernels/causal_attention.h,
+//               otherwise libtorch's scaled_dot_product_attention (faster at larger heads);
+//               "reference": softmax(q kᵀ / sqrt(d) + M) v from composed ops, the oracle
 //
 // State: {k, v}, each [B, H, T, head_dim], the keys and values of the T tokens seen so far
 // (after rope), plus MixerState::position = T, where the next chunk's positions start.
