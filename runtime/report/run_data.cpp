@@ -61,7 +61,8 @@ std::vector<MetricRow> read_metrics(const fs::path& path) {
   std::string line;
   while (std::getline(in, line)) {
     const json object = json::parse(line, nullptr, false);
-    if (!object.is_object() || !object.contains("step")) continue;
+    // Training rows only: the log ends with an evaluation summary that has a step and no loss.
+    if (!object.is_object() || !object.contains("step") || !object.contains("loss")) continue;
     rows.push_back({static_cast<int64_t>(json_number(object, "step")), json_number(object, "loss"),
                     json_number(object, "accuracy")});
   }

@@ -38,6 +38,8 @@ inline void write_fake_run(const TempDir& root, const std::string& sweep, const 
                ", \"loss\": " + std::to_string(1.0 / step + run.base / 10) +
                ", \"accuracy\": 0.5, \"grad_norm\": 1.0, \"lr\": 0.001}\n";
   }
+  // ms.train ends the log with its evaluation summary, a line with a step and no loss.
+  metrics += "{\"beyond_accuracy\": 0.5, \"eval\": {\"24\": {\"accuracy\": 0.5}}, \"step\": 200}\n";
   root.write(folder + "metrics.jsonl", metrics);
   // An extra column at the end, as the contract allows.
   std::string eval =
