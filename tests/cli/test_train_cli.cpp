@@ -305,3 +305,14 @@ TEST_CASE("progress on a terminal is one line rewritten in place") {
   CHECK_THAT(r.out, Contains("\rstep ") && Contains("steps/s  eta ") && Contains("\033[K") &&
                         Contains("step 30/30"));
 }
+
+TEST_CASE(
+    "a qLSTM + attention hybrid learns MQAR with 8 pairs among 32 keys: the data can be learned") {
+  TempDir cwd;
+  const auto r = run_cli(
+      {"--quiet", "--threads", "1", std::string(MEMSCRIPT_TEST_SCRIPTS) + "/mqar_learnable.lua"},
+      cwd);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("mqar query accuracy"));
+}
