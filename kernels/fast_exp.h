@@ -48,8 +48,9 @@ MS_HOST_DEVICE inline float exp_of(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const int32_t exponent = bits_as<int32_t>(shifted) - bits_as<int32_t>(kShift);
-  return bits_as<float>(bits_as<int32_t>(p) + exponent * (int32_t{1} << 23));
+  // In unsigned arithmetic, which wraps where a NaN input would overflow a signed int.
+  const uint32_t exponent = bits_as<uint32_t>(shifted) - bits_as<uint32_t>(kShift);
+  return bits_as<float>(bits_as<uint32_t>(p) + (exponent << 23));
 #endif
 }
 
@@ -76,8 +77,8 @@ MS_HOST_DEVICE inline double exp_of(double x) {
   p = p * r + 0.5;
   p = p * r + 1.0;
   p = p * r + 1.0;
-  const int64_t exponent = bits_as<int64_t>(shifted) - bits_as<int64_t>(kShift);
-  return bits_as<double>(bits_as<int64_t>(p) + exponent * (int64_t{1} << 52));
+  const uint64_t exponent = bits_as<uint64_t>(shifted) - bits_as<uint64_t>(kShift);
+  return bits_as<double>(bits_as<uint64_t>(p) + (exponent << 52));
 #endif
 }
 

@@ -3,7 +3,7 @@
 // Rows scaled to unit length, the q and k normalization of DeltaNet: for each row x of a
 // contiguous [rows, width] array, y = x / max(‖x‖, eps) (torch's F.normalize).
 //
-// Backward, with n = max(‖x‖, eps):  dx = (g − y (y·g)) / n  where ‖x‖ > eps, and g / eps where
+// Backward, with n = max(‖x‖, eps):  dx = (g − y (y·g)) / n  where ‖x‖ ≥ eps, and g / eps where
 // the norm was clamped (then n does not depend on x). Rows are independent; the row sums run in
 // double.
 

@@ -29,7 +29,7 @@ void backward_rows(const T* y, const T* norms, const T* grad_y, T* grad_x, doubl
     const T* yr = y + r * s.width;
     const T* g = grad_y + r * s.width;
     T* dx = grad_x + r * s.width;
-    const bool clamped = norms[r] <= static_cast<T>(eps);
+    const bool clamped = norms[r] < static_cast<T>(eps);  // as torch's clamp_min backward
     const T scale = T(1) / std::max(norms[r], static_cast<T>(eps));
     double dot = 0;
     if (!clamped) {
