@@ -129,27 +129,32 @@ struct GatedScanShape {
   int64_t hidden;
 };
 
+// States (and the initial and final state) are kept in the accumulation type: float for bf16
+// inputs on the GPU, so that the backward reads the states the forward computed, unrounded.
 template <typename T>
 struct GatedScanForward {
-  const T* pre;      // [batch, length, slots · hidden]
-  const T* bias;     // [hidden] (qLSTM's forget bias), or null
-  const T* initial;  // [batch, hidden], or null: zero state
-  T* states;         // [batch, length, hidden]
-  T* outputs;        // [batch, length, hidden]; qLSTM only (minGRU's are its states)
-  T* last;           // [batch, hidden], or null
+  using Acc = AccumulatorOf<T>;
+  const T* pre;        // [batch, length, slots · hidden]
+  const T* bias;       // [hidden] (qLSTM's forget bias), or null
+  const Acc* initial;  // [batch, hidden], or null: zero state
+  Acc* states;         // [batch, length, hidden]
+  T* outputs;          // [batch, length, hidden]; for minGRU (whose outputs are its states) null
+                       // unless T is not Acc
+  Acc* last;           // [batch, hidden], or null
   bool negative;
 };
 
 template <typename T>
 struct GatedScanBackward {
+  using Acc = AccumulatorOf<T>;
   const T* pre;
   const T* bias;
-  const T* initial;
-  const T* states;        // from the forward
+  const Acc* initial;
+  const Acc* states;      // from the forward
   const T* grad_outputs;  // [batch, length, hidden] (for minGRU: the gradient of the states)
-  const T* grad_last;     // [batch, hidden], or null
+  const Acc* grad_last;   // [batch, hidden], or null
   T* grad_pre;            // [batch, length, slots · hidden]
-  T* grad_initial;        // [batch, hidden], or null
+  Acc* grad_initial;      // [batch, hidden], or null
   bool negative;
 };
 
@@ -219,7 +224,9 @@ MS_HOST_DEVICE inline void mingru_channel(const GatedScanForward<T>& a, GatedSca
     const T* p = a.pre + (n * shape.length + t) * 2 * hidden + c;
     const Acc z = activate(load(p[0]), sigmoid_gate<Acc>());
     state = mingru_state(z, load(p[hidden]), state, a.negative);
-    store(state, &a.states[(n * shape.length + t) * hidden + c]);
+    const int64_t at = (n * shape.length + t) * hidden + c;
+    store(state, &a.states[at]);
+    if (a.outputs) store(state, &a.outputs[at]);
   }
   if (a.last) store(state, &a.last[n * hidden + c]);
 }

@@ -57,23 +57,60 @@ void activate_rows(const T* __restrict pre, const ColumnGates<T>& g, int64_t ste
   }
 }
 
-// The state before step t of a row: the previous step's, the initial one, or zero.
-template <typename T>
-const T* previous_states(const T* states_of_row, const T* initial, const T* zeros, int64_t t,
-                         int64_t hidden) {
-  if (t > 0) return states_of_row + (t - 1) * hidden;
-  return initial ? initial : zeros;
+// Calls body(t0, steps) for the chunks of a row's sequence, first to last or last to first.
+template <typename F>
+void for_chunks(int64_t length, F&& body) {
+  for (int64_t t0 = 0; t0 < length; t0 += kChunk) body(t0, std::min(kChunk, length - t0));
 }
+template <typename F>
+void for_chunks_in_reverse(int64_t length, F&& body) {
+  for (int64_t t0 = (length - 1) / kChunk * kChunk; t0 >= 0; t0 -= kChunk)
+    body(t0, std::min(kChunk, length - t0));
+}
+
+// The running state of one batch row in the forward: the initial state, or zeros.
+template <typename T>
+std::vector<T> initial_state(const GatedScanForward<T>& a, int64_t hidden, int64_t n) {
+  std::vector<T> state(static_cast<size_t>(hidden), T(0));
+  if (a.initial) std::copy(a.initial + n * hidden, a.initial + (n + 1) * hidden, state.begin());
+  return state;
+}
+
+// What the backward of one batch row carries across its chunks: the gradient flowing into the
+// state before the current chunk (from grad_last at the start), and the states before each step.
+template <typename T>
+struct RowBackward {
+  int64_t hidden;
+  std::vector<T> carry, zeros;
+  const T* initial;  // this row's initial state, or null
+  const T* states;   // this row's states [length, hidden]
+
+  RowBackward(const GatedScanBackward<T>& a, GatedScanShape shape, int64_t n)
+      : hidden(shape.hidden),
+        carry(static_cast<size_t>(shape.hidden), T(0)),
+        zeros(carry),
+        initial(a.initial ? a.initial + n * shape.hidden : nullptr),
+        states(a.states + n * shape.length * shape.hidden) {
+    if (a.grad_last)
+      std::copy(a.grad_last + n * hidden, a.grad_last + (n + 1) * hidden, carry.begin());
+  }
+  // The state before step t: the previous step's, the initial one, or zero.
+  const T* previous(int64_t t) const {
+    if (t > 0) return states + (t - 1) * hidden;
+    return initial ? initial : zeros.data();
+  }
+  void write_initial_gradient(const GatedScanBackward<T>& a, int64_t n) const {
+    if (a.grad_initial) std::copy(carry.begin(), carry.end(), a.grad_initial + n * hidden);
+  }
+};
 
 template <typename T>
 void qlstm_forward_row(const GatedScanForward<T>& a, GatedScanShape shape,
                        const ColumnGates<T>& columns, int64_t n, std::vector<T>& scratch) {
   const int64_t hidden = shape.hidden, width = 4 * hidden;
-  std::vector<T> state(static_cast<size_t>(hidden), T(0));
-  if (a.initial) std::copy(a.initial + n * hidden, a.initial + (n + 1) * hidden, state.begin());
+  std::vector<T> state = initial_state(a, hidden, n);
   T* __restrict h = state.data();
-  for (int64_t t0 = 0; t0 < shape.length; t0 += kChunk) {
-    const int64_t steps = std::min(kChunk, shape.length - t0);
+  for_chunks(shape.length, [&](int64_t t0, int64_t steps) {
     const int64_t row = n * shape.length + t0;
     T* gates = scratch.data();
     activate_rows(a.pre + row * width, columns, steps, width, gates);
@@ -91,7 +128,7 @@ void qlstm_forward_row(const GatedScanForward<T>& a, GatedScanShape shape,
       T* __restrict outputs = a.outputs + (row + t) * hidden;
       for (int64_t c = 0; c < hidden; ++c) outputs[c] = qlstm_output(o[c], states[c]);
     }
-  }
+  });
   if (a.last) std::copy(h, h + hidden, a.last + n * hidden);
 }
 
@@ -99,16 +136,9 @@ template <typename T>
 void qlstm_backward_row(const GatedScanBackward<T>& a, GatedScanShape shape,
                         const ColumnGates<T>& columns, int64_t n, std::vector<T>& scratch) {
   const int64_t hidden = shape.hidden, width = 4 * hidden;
-  std::vector<T> carry_row(static_cast<size_t>(hidden), T(0)), zeros(carry_row);
-  if (a.grad_last)
-    std::copy(a.grad_last + n * hidden, a.grad_last + (n + 1) * hidden, carry_row.begin());
-  T* __restrict carry = carry_row.data();
-  const T* initial = a.initial ? a.initial + n * hidden : nullptr;
-  const T* states_of_row = a.states + n * shape.length * hidden;
-  const int64_t chunks = (shape.length + kChunk - 1) / kChunk;
-  for (int64_t chunk = chunks - 1; chunk >= 0; --chunk) {
-    const int64_t t0 = chunk * kChunk;
-    const int64_t steps = std::min(kChunk, shape.length - t0);
+  RowBackward<T> back(a, shape, n);
+  T* __restrict carry = back.carry.data();
+  for_chunks_in_reverse(shape.length, [&](int64_t t0, int64_t steps) {
     const int64_t row = n * shape.length + t0;
     T* gates = scratch.data();
     T* grad_c = scratch.data() + kChunk * width;  // [steps, hidden]
@@ -138,8 +168,7 @@ void qlstm_backward_row(const GatedScanBackward<T>& a, GatedScanShape shape,
     for (int64_t t = 0; t < steps; ++t) {
       const T* __restrict gate = gates + t * width;
       const T* __restrict g = grad_c + t * hidden;
-      const T* __restrict previous =
-          previous_states(states_of_row, initial, zeros.data(), t0 + t, hidden);
+      const T* __restrict previous = back.previous(t0 + t);
       T* __restrict grad_pre = a.grad_pre + (row + t) * width;
       for (int64_t c = 0; c < hidden; ++c) {
         const T f = gate[c], i = gate[hidden + c], z = gate[2 * hidden + c];
@@ -148,8 +177,8 @@ void qlstm_backward_row(const GatedScanBackward<T>& a, GatedScanShape shape,
         grad_pre[2 * hidden + c] = g[c] * i * activation_slope(z, tanh_gate<T>());
       }
     }
-  }
-  if (a.grad_initial) std::copy(carry, carry + hidden, a.grad_initial + n * hidden);
+  });
+  back.write_initial_gradient(a, n);
 }
 
 // z = σ(pre_z) for the chunk's rows, [steps, hidden].
@@ -165,11 +194,9 @@ template <typename T>
 void mingru_forward_row(const GatedScanForward<T>& a, GatedScanShape shape, int64_t n,
                         std::vector<T>& scratch) {
   const int64_t hidden = shape.hidden;
-  std::vector<T> state(static_cast<size_t>(hidden), T(0));
-  if (a.initial) std::copy(a.initial + n * hidden, a.initial + (n + 1) * hidden, state.begin());
+  std::vector<T> state = initial_state(a, hidden, n);
   T* __restrict h = state.data();
-  for (int64_t t0 = 0; t0 < shape.length; t0 += kChunk) {
-    const int64_t steps = std::min(kChunk, shape.length - t0);
+  for_chunks(shape.length, [&](int64_t t0, int64_t steps) {
     const int64_t row = n * shape.length + t0;
     T* z = scratch.data();
     mingru_gates(a.pre + row * 2 * hidden, steps, hidden, z);
@@ -181,8 +208,9 @@ void mingru_forward_row(const GatedScanForward<T>& a, GatedScanShape shape, int6
         h[c] = mingru_state(zt[c], candidate[c], h[c], a.negative);
         states[c] = h[c];
       }
+      if (a.outputs) std::copy(states, states + hidden, a.outputs + (row + t) * hidden);
     }
-  }
+  });
   if (a.last) std::copy(h, h + hidden, a.last + n * hidden);
 }
 
@@ -190,16 +218,9 @@ template <typename T>
 void mingru_backward_row(const GatedScanBackward<T>& a, GatedScanShape shape, int64_t n,
                          std::vector<T>& scratch) {
   const int64_t hidden = shape.hidden;
-  std::vector<T> carry_row(static_cast<size_t>(hidden), T(0)), zeros(carry_row);
-  if (a.grad_last)
-    std::copy(a.grad_last + n * hidden, a.grad_last + (n + 1) * hidden, carry_row.begin());
-  T* __restrict carry = carry_row.data();
-  const T* initial = a.initial ? a.initial + n * hidden : nullptr;
-  const T* states_of_row = a.states + n * shape.length * hidden;
-  const int64_t chunks = (shape.length + kChunk - 1) / kChunk;
-  for (int64_t chunk = chunks - 1; chunk >= 0; --chunk) {
-    const int64_t t0 = chunk * kChunk;
-    const int64_t steps = std::min(kChunk, shape.length - t0);
+  RowBackward<T> back(a, shape, n);
+  T* __restrict carry = back.carry.data();
+  for_chunks_in_reverse(shape.length, [&](int64_t t0, int64_t steps) {
     const int64_t row = n * shape.length + t0;
     T* z = scratch.data();
     T* grad_h = scratch.data() + kChunk * hidden;
@@ -217,16 +238,15 @@ void mingru_backward_row(const GatedScanBackward<T>& a, GatedScanShape shape, in
       const T* __restrict zt = z + t * hidden;
       const T* __restrict g = grad_h + t * hidden;
       const T* __restrict candidate = a.pre + (row + t) * 2 * hidden + hidden;
-      const T* __restrict previous =
-          previous_states(states_of_row, initial, zeros.data(), t0 + t, hidden);
+      const T* __restrict previous = back.previous(t0 + t);
       T* __restrict grad_pre = a.grad_pre + (row + t) * 2 * hidden;
       for (int64_t c = 0; c < hidden; ++c) {
         grad_pre[c] = mingru_grad_pre_z(zt[c], candidate[c], previous[c], g[c], a.negative);
         grad_pre[hidden + c] = g[c] * zt[c];
       }
     }
-  }
-  if (a.grad_initial) std::copy(carry, carry + hidden, a.grad_initial + n * hidden);
+  });
+  back.write_initial_gradient(a, n);
 }
 
 template <typename T>

@@ -30,22 +30,30 @@ struct Forward {
   torch::Tensor states, outputs, last;
 };
 
+// The states' options: the accumulation type of pre's dtype (float for bf16).
+torch::TensorOptions state_options(const torch::Tensor& pre) {
+  return pre.options().dtype(state_dtype(pre.scalar_type()));
+}
+
 Forward run_forward(GatedCellKind kind, const torch::Tensor& pre, const torch::Tensor& bias,
                     const torch::Tensor& initial, bool negative) {
   const GatedScanShape shape = shape_of(pre, kind);
   Forward out;
-  out.states = torch::empty({shape.batch, shape.length, shape.hidden}, pre.options());
-  out.outputs = kind == GatedCellKind::qlstm ? torch::empty_like(out.states) : out.states;
-  out.last = torch::empty({shape.batch, shape.hidden}, pre.options());
+  out.states = torch::empty({shape.batch, shape.length, shape.hidden}, state_options(pre));
+  // minGRU's outputs are its states, unless they are kept in another dtype.
+  const bool separate_outputs =
+      kind == GatedCellKind::qlstm || out.states.scalar_type() != pre.scalar_type();
+  out.outputs = separate_outputs ? torch::empty_like(out.states, pre.options()) : out.states;
+  out.last = torch::empty({shape.batch, shape.hidden}, state_options(pre));
   dispatch_element_type(pre, kOp, [&]<typename T>(std::type_identity<T>) {
-    const kernels::GatedScanForward<T> args{
-        data<const T>(pre),
-        data<const T>(bias),
-        data<const T>(initial),
-        data<T>(out.states),
-        kind == GatedCellKind::qlstm ? data<T>(out.outputs) : nullptr,
-        data<T>(out.last),
-        negative};
+    using Acc = kernels::AccumulatorOf<T>;
+    const kernels::GatedScanForward<T> args{data<const T>(pre),
+                                            data<const T>(bias),
+                                            data<const Acc>(initial),
+                                            data<Acc>(out.states),
+                                            separate_outputs ? data<T>(out.outputs) : nullptr,
+                                            data<Acc>(out.last),
+                                            negative};
     run<T>(
         pre, shape,
         [&](auto begin, auto end) {
@@ -94,15 +102,22 @@ class GatedScanFunction : public torch::autograd::Function<GatedScanFunction> {
         ctx->saved_data["qlstm"].toBool() ? GatedCellKind::qlstm : GatedCellKind::mingru;
     const GatedScanShape shape = shape_of(pre, kind);
     const torch::Tensor grad_outputs =
-        grads[0].defined() ? grads[0].contiguous() : torch::zeros_like(states);
-    const torch::Tensor grad_last = grads[1].defined() ? grads[1].contiguous() : torch::Tensor();
+        grads[0].defined() ? grads[0].contiguous() : torch::zeros_like(states, pre.options());
+    const torch::Tensor grad_last =
+        grads[1].defined() ? grads[1].to(states.scalar_type()).contiguous() : torch::Tensor();
     const torch::Tensor grad_pre = torch::empty_like(pre);
     const torch::Tensor grad_initial = initial.defined() ? torch::empty_like(initial) : initial;
     dispatch_element_type(pre, kOp, [&]<typename T>(std::type_identity<T>) {
-      const kernels::GatedScanBackward<T> args{
-          data<const T>(pre),    data<const T>(bias),         data<const T>(initial),
-          data<const T>(states), data<const T>(grad_outputs), data<const T>(grad_last),
-          data<T>(grad_pre),     data<T>(grad_initial),       ctx->saved_data["negative"].toBool()};
+      using Acc = kernels::AccumulatorOf<T>;
+      const kernels::GatedScanBackward<T> args{data<const T>(pre),
+                                               data<const T>(bias),
+                                               data<const Acc>(initial),
+                                               data<const Acc>(states),
+                                               data<const T>(grad_outputs),
+                                               data<const Acc>(grad_last),
+                                               data<T>(grad_pre),
+                                               data<Acc>(grad_initial),
+                                               ctx->saved_data["negative"].toBool()};
       run<T>(
           pre, shape,
           [&](auto begin, auto end) {
@@ -123,9 +138,18 @@ GatedScanResult apply(GatedCellKind kind, const torch::Tensor& pre, const torch:
   TORCH_CHECK(pre.dim() == 3 && pre.size(2) % slots_of(kind) == 0, kOp,
               ": pre-activations must be [batch, length, ", slots_of(kind), " · hidden], got ",
               pre.sizes());
+  const int64_t hidden = pre.size(2) / slots_of(kind);
+  TORCH_CHECK(!bias.defined() ||
+                  (bias.dim() == 1 && bias.size(0) == hidden && bias.device() == pre.device()),
+              kOp, ": the bias must be [", hidden, "] on ", pre.device(), ", got ", bias.sizes());
+  TORCH_CHECK(!initial.defined() || (initial.sizes() == torch::IntArrayRef({pre.size(0), hidden}) &&
+                                     initial.device() == pre.device()),
+              kOp, ": the initial state must be [", pre.size(0), ", ", hidden, "] on ",
+              pre.device(), ", got ", initial.sizes());
   const torch::Tensor p = pre.contiguous();
   const torch::Tensor b = bias.defined() ? bias.to(p.scalar_type()).contiguous() : bias;
-  const torch::Tensor h = initial.defined() ? initial.to(p.scalar_type()).contiguous() : initial;
+  const torch::Tensor h =
+      initial.defined() ? initial.to(state_dtype(p.scalar_type())).contiguous() : initial;
   const variable_list out = GatedScanFunction::apply(
       p, present_or_empty(b, p), present_or_empty(h, p), kind == GatedCellKind::qlstm, negative);
   return {out[0], out[1]};

@@ -6,7 +6,7 @@ namespace memscript::fused {
 
 struct GatedScanResult {
   torch::Tensor outputs;  // [batch, length, hidden]
-  torch::Tensor last;     // [batch, hidden]: the state after the last step
+  torch::Tensor last;     // [batch, hidden]: the state after the last step (float for bf16 pre)
 };
 
 // qLSTM's cell through kernels/gated_scan.h, gates included, as one autograd node.
