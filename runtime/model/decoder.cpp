@@ -197,6 +197,10 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
     throw UserError("forward: the state has " + std::to_string(state.layers.size()) +
                     " layers, the model " + std::to_string(blocks_->size()));
   }
+  if (tokens.size(-1) == 0) {  // nothing to read: no logits, and the state as it was
+    const std::vector<int64_t> shape = {tokens.size(0), 0, classes_};
+    return {torch::empty(shape, embedding_->weight.options()), state};
+  }
   torch::Tensor x = embedding_->forward(tokens);
   if (scale_embedding_) x = x * std::sqrt(static_cast<double>(d_model_));
   DecoderOutput out;

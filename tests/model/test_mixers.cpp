@@ -94,6 +94,23 @@ TEST_CASE("every mixer keeps the shape at lengths 1, 7, 32 and 257") {
   }
 }
 
+TEST_CASE("every mixer fed no tokens gives no logits and keeps the state it was given") {
+  const std::string mixer = GENERATE(every_mixer());
+  INFO(mixer);
+  Decoder model = make_decoder(mixer);
+  model->to(torch::kDouble);
+  const DecoderOutput first = model->forward(random_tokens(2, 5, 1), DecoderState{});
+  const DecoderOutput empty = model->forward(torch::zeros({2, 0}, torch::kInt64), first.state);
+  CHECK(empty.logits.sizes() == torch::IntArrayRef({2, 0, 3}));
+  REQUIRE(empty.state.layers.size() == first.state.layers.size());
+  for (size_t i = 0; i < first.state.layers.size(); ++i) {
+    CHECK(empty.state.layers[i].position == first.state.layers[i].position);
+    REQUIRE(empty.state.layers[i].tensors.size() == first.state.layers[i].tensors.size());
+    for (size_t j = 0; j < first.state.layers[i].tensors.size(); ++j)
+      CHECK(torch::equal(empty.state.layers[i].tensors[j], first.state.layers[i].tensors[j]));
+  }
+}
+
 TEST_CASE("every mixer is causal: changing token t changes no output before t") {
   const std::string mixer = GENERATE(every_mixer());
   INFO(mixer);

@@ -18,15 +18,16 @@ AttentionShape shape_of(const torch::Tensor& q, const torch::Tensor& k) {
 }
 
 struct Forward {
-  torch::Tensor out, log_sum_exp;  // log_sum_exp undefined without a backward to come
+  torch::Tensor out;          // [batch, queries, heads, head_dim]
+  torch::Tensor log_sum_exp;  // [batch, heads, queries]; undefined without a backward to come
 };
 
 Forward run_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                     bool keep_log_sum_exp) {
   const AttentionShape shape = shape_of(q, k);
+  // [batch, queries, heads, head_dim]: merging the heads afterwards is a view.
   Forward result{
-      torch::empty({shape.batch, shape.queries, shape.heads, shape.head_dim}, q.options())
-          .transpose(1, 2),
+      torch::empty({shape.batch, shape.queries, shape.heads, shape.head_dim}, q.options()),
       keep_log_sum_exp ? torch::empty({shape.batch, shape.heads, shape.queries}, q.options())
                        : torch::Tensor()};
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused causal attention", [&] {
@@ -34,7 +35,7 @@ Forward run_forward(const torch::Tensor& q, const torch::Tensor& k, const torch:
         sequence_view<const scalar_t>(q),
         sequence_view<const scalar_t>(k),
         sequence_view<const scalar_t>(v),
-        sequence_view<scalar_t>(result.out),
+        sequence_view<scalar_t>(result.out.transpose(1, 2)),
         data_or_null<scalar_t>(result.log_sum_exp),
         static_cast<scalar_t>(1.0 / std::sqrt(static_cast<double>(shape.head_dim))),
         shape};
@@ -57,9 +58,9 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &out = saved[3],
-                        &log_sum_exp = saved[4];
-    const torch::Tensor grad_out = width_contiguous(grads[0]);
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &log_sum_exp = saved[4];
+    const torch::Tensor out = saved[3].transpose(1, 2);  // as [batch, heads, queries, head_dim]
+    const torch::Tensor grad_out = width_contiguous(grads[0]).transpose(1, 2);
     const AttentionShape shape = shape_of(q, k);
     const torch::Tensor grad_q = torch::empty_like(q, at::MemoryFormat::Contiguous);
     const torch::Tensor grad_k = torch::empty_like(k, at::MemoryFormat::Contiguous);
@@ -100,8 +101,10 @@ bool attention_prefers_kernel(const torch::Tensor& q) {
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v) {
   TORCH_CHECK(attention_runs_on_kernel(q) && q.dim() == 4 && k.dim() == 4 &&
-                  k.sizes() == v.sizes() && k.size(2) >= q.size(2) &&
-                  k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
+                  k.sizes() == v.sizes() && k.size(2) >= q.size(2) && k.size(0) == q.size(0) &&
+                  k.size(1) == q.size(1) && k.size(3) == q.size(3) &&
+                  k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
+                  k.device() == q.device() && v.device() == q.device(),
               "fused causal attention: CPU float32/float64 q [B, H, Lq, D] and k, v [B, H, Lk, D] "
               "with Lk >= Lq; got ",
               q.sizes(), ", ", k.sizes(), ", ", v.sizes(), " ", q.scalar_type(), " on ",
@@ -109,8 +112,8 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
   const torch::Tensor qc = width_contiguous(q), kc = width_contiguous(k), vc = width_contiguous(v);
   const bool needs_grad = torch::GradMode::is_enabled() &&
                           (q.requires_grad() || k.requires_grad() || v.requires_grad());
-  if (!needs_grad) return run_forward(qc, kc, vc, false).out;
-  return CausalAttentionFunction::apply(qc, kc, vc)[0];
+  if (!needs_grad) return run_forward(qc, kc, vc, false).out.transpose(1, 2);
+  return CausalAttentionFunction::apply(qc, kc, vc)[0].transpose(1, 2);
 }
 
 }  // namespace memscript::fused

@@ -72,6 +72,11 @@ std::pair<torch::Tensor, torch::Tensor> small_grad_params(const torch::Tensor& g
   const torch::Tensor grad_weight = torch::empty_like(weight);
   const torch::Tensor grad_bias =
       with_bias ? torch::empty({shape.out}, rows.options()) : torch::Tensor();
+  if (blocks == 0) {  // no rows: nothing to sum
+    grad_weight.zero_();
+    if (with_bias) grad_bias.zero_();
+    return {grad_weight, grad_bias};
+  }
   AT_DISPATCH_FLOATING_TYPES(rows.scalar_type(), "fused linear backward", [&] {
     parallel_over(blocks, kernels::kSmallLinearRowsPerBlock * shape.in * shape.out,
                   [&](int64_t begin, int64_t end) {
@@ -87,23 +92,6 @@ std::pair<torch::Tensor, torch::Tensor> small_grad_params(const torch::Tensor& g
     }
   });
   return {grad_weight, grad_bias};
-}
-
-// The activation of `pre`: σ and relu in place, GELU and elu into a new tensor.
-torch::Tensor activate(const torch::Tensor& pre, Activation activation) {
-  switch (activation) {
-    case Activation::none:
-      return pre;
-    case Activation::gelu:
-      return torch::gelu(pre);
-    case Activation::sigmoid:
-      return pre.sigmoid_();
-    case Activation::elu_plus_one:
-      return torch::elu(pre).add_(1);
-    case Activation::relu:
-      return pre.relu_();
-  }
-  return pre;
 }
 
 // What the backward of the activation reads: the pre-activation (GELU, elu) or the output
@@ -147,8 +135,7 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     } else {
       pre = bias.defined() ? torch::addmm(bias, rows, weight.t()) : torch::mm(rows, weight.t());
     }
-    // GELU and elu write a new tensor, σ and relu overwrite pre: either way `kept` is right.
-    const torch::Tensor y = activate(pre, activation);
+    const torch::Tensor y = activation_reference(pre, activation);
     torch::Tensor kept;
     if (activation != Activation::none) kept = keeps_pre_activation(activation) ? pre : y;
     ctx->save_for_backward({rows, weight, kept});
@@ -156,7 +143,7 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     ctx->saved_data["bias"] = bias.defined();
     ctx->saved_data["small"] = small;
     ctx->saved_data["activation"] = activation_index;
-    return {y.view(output_shape(x, weight))};
+    return {y};  // [rows, out]; linear() views it in x's shape outside the node
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -202,8 +189,20 @@ torch::Tensor activation_reference(const torch::Tensor& x, Activation activation
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      Activation activation) {
+  // What addmm would check; the small-weight kernel reads raw pointers.
+  TORCH_CHECK(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1),
+              "linear: input [..., ", x.dim() >= 1 ? x.size(-1) : 0, "] does not fit weight ",
+              weight.sizes());
+  TORCH_CHECK(x.scalar_type() == weight.scalar_type() && x.device() == weight.device(),
+              "linear: input ", x.scalar_type(), " on ", x.device(), ", weight ",
+              weight.scalar_type(), " on ", weight.device());
+  TORCH_CHECK(!bias.defined() ||
+                  (bias.dim() == 1 && bias.size(0) == weight.size(0) &&
+                   bias.scalar_type() == weight.scalar_type() && bias.device() == weight.device()),
+              "linear: bias must be [", weight.size(0), "] like the weight");
   return LinearFunction::apply(x, weight, present_or_empty(bias, weight),
-                               static_cast<int64_t>(activation))[0];
+                               static_cast<int64_t>(activation))[0]
+      .view(output_shape(x, weight));
 }
 
 }  // namespace memscript::fused
