@@ -244,7 +244,8 @@ class ReportWriter {
     plot_final_metric("accuracy_vs_length", "accuracy", &EvalRow::accuracy);
     plot_final_metric("recall_vs_length", "recall", &EvalRow::recall);
     plot_loss();
-    plot_accuracy_by_step();
+    plot_metric_by_step("accuracy_vs_step", "accuracy", &EvalRow::accuracy);
+    plot_metric_by_step("recall_vs_step", "recall", &EvalRow::recall);
     plot_accuracy_by_position();
     write_file("report.md", markdown());
     write_file("index.html", html());
@@ -301,10 +302,11 @@ class ReportWriter {
   // One file per group; one panel per evaluation length.
   template <class PanelFor>
   void plot_per_group_and_length(const std::string& stem, const std::string& title,
-                                 const std::string& x_label, const std::vector<int64_t>& lengths,
-                                 const std::string& caption, PanelFor panel_for) {
+                                 const std::string& x_label, const std::string& y_label,
+                                 const std::vector<int64_t>& lengths, const std::string& caption,
+                                 PanelFor panel_for) {
     for (const std::string& group : groups_) {
-      Figure f = figure(title + (group.empty() ? "" : " (" + group + ")"), x_label, "accuracy");
+      Figure f = figure(title + (group.empty() ? "" : " (" + group + ")"), x_label, y_label);
       f.y_range = std::make_pair(0.0, 1.0);
       f.integer_x = true;
       for (int64_t length : lengths) {
@@ -317,16 +319,19 @@ class ReportWriter {
     }
   }
 
-  void plot_accuracy_by_step() {
+  // An evaluation metric at every evaluation during training (does longer training help at
+  // lengths beyond the training length, or hurt?).
+  void plot_metric_by_step(const std::string& stem, const std::string& metric,
+                           double EvalRow::*field) {
     plot_per_group_and_length(
-        "accuracy_vs_step", "accuracy against training step", "step", eval_lengths(sweep_),
-        "evaluation accuracy during training, one panel per evaluation length",
+        stem, metric + " against training step", "step", metric, eval_lengths(sweep_),
+        "evaluation " + metric + " during training, one panel per evaluation length",
         [&](const std::string& group, int64_t length) {
           return make_panel(sweep_, layout_, group, lines_, [&](const RunData& run) {
             Points points;
             for (const EvalRow& row : run.evals)
               if (row.length == length)
-                points.emplace_back(static_cast<double>(row.step), row.accuracy);
+                points.emplace_back(static_cast<double>(row.step), row.*field);
             return points;
           });
         });
@@ -334,7 +339,7 @@ class ReportWriter {
 
   void plot_accuracy_by_position() {
     plot_per_group_and_length(
-        "accuracy_by_position", "accuracy by position (last evaluation)", "position",
+        "accuracy_by_position", "accuracy by position (last evaluation)", "position", "accuracy",
         position_lengths(sweep_), "accuracy at each position of the evaluation sequences",
         [&](const std::string& group, int64_t length) {
           return make_panel(sweep_, layout_, group, lines_, [&](const RunData& run) {

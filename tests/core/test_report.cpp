@@ -158,6 +158,8 @@ TEST_CASE("a report writes plots, report.md and an index.html that shows every p
                                              "index.html",
                                              "loss_vs_step.svg",
                                              "recall_vs_length.svg",
+                                             "recall_vs_step__train_length-16.svg",
+                                             "recall_vs_step__train_length-32.svg",
                                              "report.md"};
   CHECK(files_in(summary.folder) == expected);
   const std::string html = read_file(summary.folder / "index.html");
@@ -168,6 +170,11 @@ TEST_CASE("a report writes plots, report.md and an index.html that shows every p
     CHECK_THAT(html, Contains("<img src=\"" + file + "\""));
     CHECK(xml_problem(read_file(summary.folder / file)) == "");
   }
+  // Recall during training: one panel per evaluation length, recall on the y axis.
+  const std::string recall_by_step =
+      read_file(summary.folder / "recall_vs_step__train_length-16.svg");
+  CHECK_THAT(recall_by_step, Contains("recall against training step") &&
+                                 Contains(">length 24</text>") && Contains(">recall</text>"));
   // One line per mixer, one panel per training length.
   const std::string by_length = read_file(summary.folder / "accuracy_vs_length.svg");
   CHECK_THAT(by_length, Contains(">qlstm</text>") && Contains(">lru</text>") &&
