@@ -1,7 +1,8 @@
 # The two commands of the README:
 #   make run    bootstrap, build, run experiments/quickstart.lua
 #   make test   bootstrap, build, run the test suite (ctest)
-# Others: make build, make bootstrap, make bench, make test-sanitize (ASan/LSan/UBSan build of the
+# Others: make build, make bootstrap, make bench, make experiments (the full study, into
+# experiments/*/results/, under an hour), make test-sanitize (ASan/LSan/UBSan build of the
 # binding tests, in build-sanitize/), make format, make clean.
 
 BUILD ?= build
@@ -11,7 +12,7 @@ JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 CTEST_ARGS ?=
 
-.PHONY: all bootstrap build run test test-sanitize bench format clean
+.PHONY: all bootstrap build run test test-sanitize bench experiments format clean
 
 all: build
 
@@ -35,6 +36,10 @@ test: build
 # Benchmarks (medians, side by side in one run); never part of the tests.
 bench: build
 	cmake --build $(BUILD) --target bench
+
+# The experiments of experiments/ in full; each one's report is copied into its results/.
+experiments: build
+	MEMSCRIPT=$(BUILD)/memscript scripts/run-experiments.sh $(EXPERIMENTS)
 
 $(SANITIZE_BUILD)/CMakeCache.txt:
 	cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMEMSCRIPT_SANITIZE=ON \

@@ -1,0 +1,78 @@
+// The experiments of experiments/, each in its quick variant (`--set quick=true`, a few steps
+// per run): the script as committed runs end to end, trains every run of its sweep and writes
+// the report its README shows. The full runs are `make experiments`.
+
+#include <catch2/catch.hpp>
+
+#include "../support/process.h"
+
+using namespace memscript::test;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Experiment {
+  const char* name;
+  int runs;
+};
+
+// Runs experiments/<name>/<name>.lua quickly into a temporary output folder; checks that every
+// run completed and the report is there.
+void run_quick(const Experiment& experiment, const TempDir& cwd) {
+  const std::string script = std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/" + experiment.name +
+                             "/" + experiment.name + ".lua";
+  const auto r = run_process(
+      MEMSCRIPT_BINARY,
+      {"--quiet", "--threads", "1", "--set", "quick=true", "--out", "out", script}, cwd.path());
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const fs::path sweep = cwd.path() / "out" / experiment.name;
+  int completed = 0;
+  for (const auto& entry : fs::directory_iterator(sweep)) {
+    if (!fs::is_regular_file(entry.path() / "status")) continue;
+    INFO(entry.path());
+    CHECK(read_file(entry.path() / "status") == "completed\n");
+    ++completed;
+  }
+  CHECK(completed == experiment.runs);
+  for (const char* file :
+       {"report.md", "index.html", "accuracy_vs_length.svg", "loss_vs_step.svg"}) {
+    INFO(file);
+    CHECK(fs::is_regular_file(sweep / "report" / file));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("experiment parity-ones runs end to end in its quick variant") {
+  TempDir cwd;
+  run_quick({"parity-ones", 14}, cwd);
+}
+
+TEST_CASE("experiment dyck-lengths runs end to end in its quick variant") {
+  TempDir cwd;
+  run_quick({"dyck-lengths", 7}, cwd);
+}
+
+TEST_CASE("experiment dyck-steps runs end to end in its quick variant") {
+  TempDir cwd;
+  run_quick({"dyck-steps", 7}, cwd);
+}
+
+TEST_CASE("experiment eigenvalues runs end to end in its quick variant") {
+  TempDir cwd;
+  run_quick({"eigenvalues", 7}, cwd);
+  CHECK_THAT(read_file(cwd.path() / "out/eigenvalues/report/report.md"),
+             Contains("deltanet-neg+gpt") && Contains("mamba-neg"));
+}
+
+TEST_CASE("experiment mqar-pairs runs end to end in its quick variant, with its plot by pairs") {
+  TempDir cwd;
+  run_quick({"mqar-pairs", 8}, cwd);
+  const fs::path report = cwd.path() / "out/mqar-pairs/report";
+  CHECK(fs::is_regular_file(report / "accuracy_vs_pairs.svg"));
+  const std::string table = read_file(report / "accuracy_vs_pairs.md");
+  CHECK_THAT(table, Contains("| mixer | 4 pairs | 64 pairs |") && Contains("| deltanet |"));
+  CHECK(fs::is_regular_file(cwd.path() / "out/mqar-pairs/mixer=gpt,seed=41/accuracy_by_pairs.csv"));
+}
