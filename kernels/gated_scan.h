@@ -18,7 +18,8 @@
 //
 // Backward walks the sequence in reverse from the saved states, recomputing the gates from
 // `pre`: grad_pre [batch, length, slots · hidden] and the carry into the initial state. The
-// forget bias's gradient is the sum of grad_pre's f slot over batch and length.
+// forget bias's gradient is the sum of grad_pre's f slot over batch and length (block_sum.h,
+// with one block per step).
 //
 // Every gate is a·σ(k·(x + shift)) + b (GateActivation), and the cells' formulas are the inline
 // functions below, shared by the CUDA kernel (one thread per batch row and channel, all the
@@ -298,10 +299,6 @@ void gated_scan_backward_cpu(GatedCellKind kind, const GatedScanBackward<float>&
                              GatedScanShape shape, int64_t begin, int64_t end);
 void gated_scan_backward_cpu(GatedCellKind kind, const GatedScanBackward<double>& args,
                              GatedScanShape shape, int64_t begin, int64_t end);
-
-// qLSTM's forget-bias gradient: slot 0 of grad_pre summed over batch and length, in that order.
-void gated_scan_bias_grad_cpu(const float* grad_pre, GatedScanShape shape, float* grad_bias);
-void gated_scan_bias_grad_cpu(const double* grad_pre, GatedScanShape shape, double* grad_bias);
 
 // CUDA: device pointers, float32 or bf16 (computed in float32), launched on `stream`. Returns
 // false when this build has no CUDA kernels or the launch failed; the message says why.

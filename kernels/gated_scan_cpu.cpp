@@ -275,15 +275,6 @@ void backward_range(GatedCellKind kind, const GatedScanBackward<T>& a, GatedScan
   }
 }
 
-template <typename T>
-void bias_grad(const T* grad_pre, GatedScanShape shape, T* grad_bias) {
-  std::fill(grad_bias, grad_bias + shape.hidden, T(0));
-  for (int64_t step = 0; step < shape.batch * shape.length; ++step) {
-    const T* row = grad_pre + step * 4 * shape.hidden;
-    for (int64_t c = 0; c < shape.hidden; ++c) grad_bias[c] += row[c];
-  }
-}
-
 }  // namespace
 
 void gated_scan_forward_cpu(GatedCellKind kind, const GatedScanForward<float>& args,
@@ -301,12 +292,6 @@ void gated_scan_backward_cpu(GatedCellKind kind, const GatedScanBackward<float>&
 void gated_scan_backward_cpu(GatedCellKind kind, const GatedScanBackward<double>& args,
                              GatedScanShape shape, int64_t begin, int64_t end) {
   backward_range(kind, args, shape, begin, end);
-}
-void gated_scan_bias_grad_cpu(const float* grad_pre, GatedScanShape shape, float* grad_bias) {
-  bias_grad(grad_pre, shape, grad_bias);
-}
-void gated_scan_bias_grad_cpu(const double* grad_pre, GatedScanShape shape, double* grad_bias) {
-  bias_grad(grad_pre, shape, grad_bias);
 }
 
 }  // namespace memscript::kernels

@@ -98,3 +98,16 @@ TEST_CASE("the small linear forward without a bias, split into row ranges, gives
   small_linear_forward_cpu(x.data(), w.data(), zero_bias.data(), with_zero.data(), s, 0, s.rows);
   CHECK(whole == with_zero);
 }
+
+TEST_CASE("the block sum adds blocks in order, reads strided rows, and gives zeros for none") {
+  // Three blocks of 2 numbers, in rows of 3 (the third column is not part of the sum).
+  const std::vector<double> partials = {1, 2, 100, 10, 20, 100, 0.5, 0.25, 100};
+  std::vector<double> sum(2, -1);
+  sum_blocks_cpu(partials.data(), 3, 2, 3, sum.data());
+  CHECK(sum == std::vector<double>{11.5, 22.25});
+  const std::vector<double> contiguous = {1, 2, 10, 20};
+  sum_blocks_cpu(contiguous.data(), 2, 2, sum.data());
+  CHECK(sum == std::vector<double>{11, 22});
+  sum_blocks_cpu(static_cast<const double*>(nullptr), 0, 2, sum.data());
+  CHECK(sum == std::vector<double>{0, 0});
+}

@@ -223,6 +223,17 @@ TEST_CASE("fused linear gives the same bits with one thread and two") {
   for (size_t i = 0; i < one.size(); ++i) CHECK(torch::equal(one[i], two[i]));
 }
 
+TEST_CASE("fused linear with no rows gives an empty output and zero parameter gradients") {
+  const torch::Tensor x = torch::randn({2, 0, 4}).requires_grad_();
+  const torch::Tensor weight = torch::randn({16, 4}).requires_grad_();  // the small kernel's size
+  const torch::Tensor bias = torch::randn({16}).requires_grad_();
+  const torch::Tensor y = fused::linear(x, weight, bias);
+  CHECK(y.sizes() == torch::IntArrayRef({2, 0, 16}));
+  y.sum().backward();
+  CHECK(torch::equal(weight.grad(), torch::zeros_like(weight)));
+  CHECK(torch::equal(bias.grad(), torch::zeros_like(bias)));
+}
+
 TEST_CASE("fused l2 normalization matches F.normalize, zero rows included") {
   const auto [dtype, tolerance] =
       GENERATE(std::make_pair(torch::kDouble, 1e-12), std::make_pair(torch::kFloat, 1e-5));

@@ -1,5 +1,6 @@
 #include "runtime/model/fused/gated_scan.h"
 
+#include "kernels/block_sum.h"
 #include "kernels/gated_scan.h"
 #include "runtime/model/fused/kernel_args.h"
 
@@ -67,12 +68,13 @@ Forward run_forward(GatedCellKind kind, const torch::Tensor& pre, const torch::T
 }
 
 // The forget bias's gradient: the f slot of grad_pre summed over batch and length (in a fixed
-// order on the CPU).
+// order on the CPU: each step's row is one block).
 torch::Tensor bias_gradient(const torch::Tensor& grad_pre, GatedScanShape shape) {
   if (grad_pre.is_cuda()) return grad_pre.narrow(2, 0, shape.hidden).sum({0, 1});
   const torch::Tensor grad_bias = torch::empty({shape.hidden}, grad_pre.options());
   AT_DISPATCH_FLOATING_TYPES(grad_pre.scalar_type(), kOp, [&] {
-    kernels::gated_scan_bias_grad_cpu(data<scalar_t>(grad_pre), shape, data<scalar_t>(grad_bias));
+    kernels::sum_blocks_cpu(data<scalar_t>(grad_pre), shape.batch * shape.length, shape.hidden,
+                            grad_pre.size(2), data<scalar_t>(grad_bias));
   });
   return grad_bias;
 }

@@ -72,11 +72,6 @@ std::pair<torch::Tensor, torch::Tensor> small_grad_params(const torch::Tensor& g
   const torch::Tensor grad_weight = torch::empty_like(weight);
   const torch::Tensor grad_bias =
       with_bias ? torch::empty({shape.out}, rows.options()) : torch::Tensor();
-  if (blocks == 0) {  // no rows: nothing to sum
-    grad_weight.zero_();
-    if (with_bias) grad_bias.zero_();
-    return {grad_weight, grad_bias};
-  }
   AT_DISPATCH_FLOATING_TYPES(rows.scalar_type(), "fused linear backward", [&] {
     parallel_over(blocks, kernels::kSmallLinearRowsPerBlock * shape.in * shape.out,
                   [&](int64_t begin, int64_t end) {
