@@ -17,6 +17,12 @@ AttentionShape shape_of(const torch::Tensor& q, const torch::Tensor& k) {
   return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
 }
 
+// The scores' factor 1/√head_dim.
+template <typename T>
+T score_scale(const AttentionShape& shape) {
+  return static_cast<T>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+}
+
 struct Forward {
   torch::Tensor out;          // [batch, queries, heads, head_dim]
   torch::Tensor log_sum_exp;  // [batch, heads, queries]; undefined without a backward to come
@@ -37,7 +43,7 @@ Forward run_forward(const torch::Tensor& q, const torch::Tensor& k, const torch:
         sequence_view<const scalar_t>(v),
         sequence_view<scalar_t>(result.out.transpose(1, 2)),
         data_or_null<scalar_t>(result.log_sum_exp),
-        static_cast<scalar_t>(1.0 / std::sqrt(static_cast<double>(shape.head_dim))),
+        score_scale<scalar_t>(shape),
         shape};
     parallel_over(shape.head_count(), shape.queries * shape.keys * shape.head_dim,
                   [&](int64_t begin, int64_t end) {
@@ -66,18 +72,17 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     const torch::Tensor grad_k = torch::empty_like(k, at::MemoryFormat::Contiguous);
     const torch::Tensor grad_v = torch::empty_like(v, at::MemoryFormat::Contiguous);
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused causal attention backward", [&] {
-      const kernels::AttentionBackward<scalar_t> args{
-          sequence_view<const scalar_t>(q),
-          sequence_view<const scalar_t>(k),
-          sequence_view<const scalar_t>(v),
-          sequence_view<const scalar_t>(out),
-          sequence_view<const scalar_t>(grad_out),
-          data_or_null<const scalar_t>(log_sum_exp),
-          sequence_view<scalar_t>(grad_q),
-          sequence_view<scalar_t>(grad_k),
-          sequence_view<scalar_t>(grad_v),
-          static_cast<scalar_t>(1.0 / std::sqrt(static_cast<double>(shape.head_dim))),
-          shape};
+      const kernels::AttentionBackward<scalar_t> args{sequence_view<const scalar_t>(q),
+                                                      sequence_view<const scalar_t>(k),
+                                                      sequence_view<const scalar_t>(v),
+                                                      sequence_view<const scalar_t>(out),
+                                                      sequence_view<const scalar_t>(grad_out),
+                                                      data_or_null<const scalar_t>(log_sum_exp),
+                                                      sequence_view<scalar_t>(grad_q),
+                                                      sequence_view<scalar_t>(grad_k),
+                                                      sequence_view<scalar_t>(grad_v),
+                                                      score_scale<scalar_t>(shape),
+                                                      shape};
       parallel_over(shape.head_count(), 3 * shape.queries * shape.keys * shape.head_dim,
                     [&](int64_t begin, int64_t end) {
                       kernels::causal_attention_backward_cpu(args, begin, end);
@@ -89,22 +94,17 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
 
 }  // namespace
 
-bool attention_runs_on_kernel(const torch::Tensor& q) {
-  const auto dtype = q.scalar_type();
-  return q.is_cpu() && (dtype == torch::kFloat || dtype == torch::kDouble);
-}
-
 bool attention_prefers_kernel(const torch::Tensor& q) {
-  return attention_runs_on_kernel(q) && q.size(-1) <= kMaxPreferredHeadDim;
+  return on_cpu_kernels(q) && q.size(-1) <= kMaxPreferredHeadDim;
 }
 
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v) {
-  TORCH_CHECK(attention_runs_on_kernel(q) && q.dim() == 4 && k.dim() == 4 &&
-                  k.sizes() == v.sizes() && k.size(2) >= q.size(2) && k.size(0) == q.size(0) &&
-                  k.size(1) == q.size(1) && k.size(3) == q.size(3) &&
-                  k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
-                  k.device() == q.device() && v.device() == q.device(),
+  TORCH_CHECK(on_cpu_kernels(q) && q.dim() == 4 && k.dim() == 4 && k.sizes() == v.sizes() &&
+                  k.size(2) >= q.size(2) && k.size(0) == q.size(0) && k.size(1) == q.size(1) &&
+                  k.size(3) == q.size(3) && k.scalar_type() == q.scalar_type() &&
+                  v.scalar_type() == q.scalar_type() && k.device() == q.device() &&
+                  v.device() == q.device(),
               "fused causal attention: CPU float32/float64 q [B, H, Lq, D] and k, v [B, H, Lk, D] "
               "with Lk >= Lq; got ",
               q.sizes(), ", ", k.sizes(), ", ", v.sizes(), " ", q.scalar_type(), " on ",

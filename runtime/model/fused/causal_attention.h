@@ -8,17 +8,14 @@ namespace memscript::fused {
 // autograd node. q [batch, heads, queries, head_dim], k and v [.., keys, head_dim] with
 // keys ≥ queries: query i sees keys 0 .. keys − queries + i. Returns [batch, heads, queries,
 // head_dim] as a view of a [batch, queries, heads, head_dim] tensor, so merging the heads
-// needs no copy. CPU float32/float64 only (see runs_on_kernel).
+// needs no copy. CPU float32/float64 only (launch.h's on_cpu_kernels).
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v);
 
-// Whether causal_attention runs these tensors (CPU, float32 or float64).
-bool attention_runs_on_kernel(const torch::Tensor& q);
-
-// Whether it is the faster choice too. Up to this head size the kernel beats libtorch's CPU
-// flash attention, whose BLAS calls per block of queries cost more than their arithmetic at
-// such sizes (seed-mini, head size 4, L = 256: 39 against 113 ms per training step); at head
-// size 16 (preset small) libtorch's is faster (14 against 20 ms at L = 32).
+// Whether causal_attention runs these tensors and is the faster choice. Up to this head size the
+// kernel beats libtorch's CPU flash attention, whose BLAS calls per block of queries cost more than
+// their arithmetic at such sizes (seed-mini, head size 4, L = 256: 39 against 113 ms per training
+// step); at head size 16 (preset small) libtorch's is faster (14 against 20 ms at L = 32).
 constexpr int64_t kMaxPreferredHeadDim = 8;
 bool attention_prefers_kernel(const torch::Tensor& q);
 

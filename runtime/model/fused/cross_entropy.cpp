@@ -85,10 +85,8 @@ class CrossEntropyFunction : public torch::autograd::Function<CrossEntropyFuncti
 
 bool runs_on_kernels(const torch::Tensor& logits, const torch::Tensor& targets,
                      const torch::Tensor& mask) {
-  const auto dtype = logits.scalar_type();
   const int64_t rows = logits.numel() / std::max<int64_t>(1, logits.size(-1));
-  return logits.is_cpu() && (dtype == torch::kFloat || dtype == torch::kDouble) &&
-         logits.numel() > 0 && targets.scalar_type() == torch::kInt64 &&
+  return on_cpu_kernels(logits) && logits.numel() > 0 && targets.scalar_type() == torch::kInt64 &&
          mask.scalar_type() == torch::kBool && targets.numel() == rows && mask.numel() == rows &&
          targets.is_cpu() && mask.is_cpu();
 }

@@ -56,9 +56,7 @@ torch::Tensor l2_normalize_reference(const torch::Tensor& x) {
 }
 
 torch::Tensor l2_normalize(const torch::Tensor& x) {
-  const auto dtype = x.scalar_type();
-  if (!x.is_cpu() || (dtype != torch::kFloat && dtype != torch::kDouble) || x.numel() == 0)
-    return l2_normalize_reference(x);
+  if (!on_cpu_kernels(x) || x.numel() == 0) return l2_normalize_reference(x);
   return L2NormalizeFunction::apply(x)[0];
 }
 

@@ -29,6 +29,11 @@ void check_launch(bool launched, const char* message, const char* kernel) {
   TORCH_CHECK(launched, kernel, ": CUDA launch failed: ", message ? message : "unknown error");
 }
 
+bool on_cpu_kernels(const torch::Tensor& tensor) {
+  const auto dtype = tensor.scalar_type();
+  return tensor.is_cpu() && (dtype == torch::kFloat || dtype == torch::kDouble);
+}
+
 void check_inputs(const char* kernel, std::initializer_list<torch::Tensor> tensors, bool bf16) {
   const torch::Tensor& first = *tensors.begin();
   for (const torch::Tensor& tensor : tensors) {

@@ -21,6 +21,10 @@ void* cuda_stream_of(const torch::Tensor& tensor);
 // Throws (naming the kernel) when a CUDA launcher returned false.
 void check_launch(bool launched, const char* message, const char* kernel);
 
+// Whether the tensor is one the CPU kernels take: on the CPU, float32 or float64. The fused
+// ops fall back to composed libtorch ops for anything else.
+bool on_cpu_kernels(const torch::Tensor& tensor);
+
 // Throws unless every tensor has the first one's dtype and device, and the dtype is one the
 // kernels have: float32 or float64 on the CPU, float32 (or bf16 where `bf16` is set) on CUDA.
 void check_inputs(const char* kernel, std::initializer_list<torch::Tensor> tensors,

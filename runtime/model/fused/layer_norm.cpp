@@ -68,9 +68,9 @@ class LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
 bool runs_on_kernels(const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias) {
   const auto dtype = x.scalar_type();
-  return x.is_cpu() && (dtype == torch::kFloat || dtype == torch::kDouble) && x.numel() > 0 &&
-         weight.scalar_type() == dtype && bias.scalar_type() == dtype && weight.is_contiguous() &&
-         bias.is_contiguous() && weight.numel() == x.size(-1) && bias.numel() == x.size(-1);
+  return on_cpu_kernels(x) && x.numel() > 0 && weight.scalar_type() == dtype &&
+         bias.scalar_type() == dtype && weight.is_contiguous() && bias.is_contiguous() &&
+         weight.numel() == x.size(-1) && bias.numel() == x.size(-1);
 }
 
 }  // namespace

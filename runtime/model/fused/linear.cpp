@@ -25,9 +25,8 @@ std::vector<int64_t> output_shape(const torch::Tensor& x, const torch::Tensor& w
 // Weights this small run on kernels/small_linear.h (CPU, float32/float64), where a BLAS call
 // would cost more than the arithmetic; everything else on libtorch's matrix products.
 bool runs_on_small_kernel(const torch::Tensor& x, const torch::Tensor& weight) {
-  const auto dtype = x.scalar_type();
-  return x.is_cpu() && (dtype == torch::kFloat || dtype == torch::kDouble) &&
-         weight.scalar_type() == dtype && weight.numel() <= kernels::kSmallLinearMaxWeights;
+  return on_cpu_kernels(x) && weight.scalar_type() == x.scalar_type() &&
+         weight.numel() <= kernels::kSmallLinearMaxWeights;
 }
 
 SmallLinearShape shape_of(const torch::Tensor& rows, const torch::Tensor& weight) {
