@@ -3,6 +3,30 @@
 
 namespace memscript {
 
+namespace {
+
+// libtorch runs a CPU LSTM on oneDNN when it may, and oneDNN's backward splits its sums by the
+// number of threads: the gradients (and so every later step) then differ in the last bits
+// between --threads 1 and --threads 2, on some CPUs at least (AMD Zen 3 with AVX2, not the
+// machine this was first written on). Runs must re-run to the same numbers, so the LSTM takes
+// libtorch's own kernels, which give the same bits for any thread count. The cost is speed:
+// 2-6x slower LSTM forward + backward at d_model 4-64. The switch is global in libtorch, so it
+// is set for the call and put back after; the backward's nodes are chosen here, in the forward.
+class WithoutOneDnn {
+ public:
+  WithoutOneDnn() : was_enabled_(at::globalContext().userEnabledMkldnn()) {
+    at::globalContext().setUserEnabledMkldnn(false);
+  }
+  ~WithoutOneDnn() { at::globalContext().setUserEnabledMkldnn(was_enabled_); }
+  WithoutOneDnn(const WithoutOneDnn&) = delete;
+  WithoutOneDnn& operator=(const WithoutOneDnn&) = delete;
+
+ private:
+  bool was_enabled_;
+};
+
+}  // namespace
+
 LstmMixerImpl::LstmMixerImpl(const MixerContext& context, Options& options)
     : hidden_(options.integer("hidden", context.d_model, {.min = 1})), impl_(read_impl(options)) {
   lstm_ = register_module(
@@ -14,7 +38,10 @@ LstmMixerImpl::LstmMixerImpl(const MixerContext& context, Options& options)
 MixerOutput LstmMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
   std::optional<std::tuple<torch::Tensor, torch::Tensor>> initial;
   if (!state.empty()) initial = std::make_tuple(state.tensors.at(0), state.tensors.at(1));
-  auto [outputs, final_state] = lstm_->forward(x, initial);
+  auto [outputs, final_state] = [&] {
+    const WithoutOneDnn deterministic;
+    return lstm_->forward(x, initial);
+  }();
   auto [h, c] = final_state;
   return {fused::linear(output_, outputs), {{h, c}, state.position + x.size(1)}};
 }
