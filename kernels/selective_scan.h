@@ -76,15 +76,35 @@ struct SelectiveScanBackward {
   bool negative_eigenvalues;
 };
 
-// The transition a and its derivative da/dx at x = Δ·A, both from e = exp(x): a = e, or
-// 2e − 1 with negative eigenvalues (da/dx = e, or 2e). Only e is kept between the passes.
+// The transition a at x = Δ·A and its slope da/dx, from e = exp(x): a = e, da/dx = e, or with
+// negative eigenvalues a = 2e − 1, da/dx = 2e. Written as scale·e − shift and scale·e with
+// (scale, shift) = (1, 0) or (2, 1), which gives the same numbers (1·e and e − 0 are e) without
+// a branch inside the loops over states: GCC does not vectorize a loop with one. Only e is kept
+// between the passes.
 template <typename Acc>
-MS_HOST_DEVICE inline Acc transition_of(Acc e, bool negative_eigenvalues) {
-  return negative_eigenvalues ? Acc(2) * e - Acc(1) : e;
-}
-template <typename Acc>
-MS_HOST_DEVICE inline Acc transition_slope_of(Acc e, bool negative_eigenvalues) {
-  return negative_eigenvalues ? Acc(2) * e : e;
+struct Transition {
+  Acc scale;
+  Acc shift;
+
+  MS_HOST_DEVICE explicit Transition(bool negative_eigenvalues)
+      : scale(negative_eigenvalues ? Acc(2) : Acc(1)),
+        shift(negative_eigenvalues ? Acc(1) : Acc(0)) {}
+  MS_HOST_DEVICE Acc of(Acc e) const { return scale * e - shift; }
+  MS_HOST_DEVICE Acc slope(Acc e) const { return scale * e; }
+};
+
+// h[k] ← a(Δ·A[k])·h[k] + Δu·B[k] for every state k; returns exp(Δ·A[k]) through `exps`
+// when KeepExps (the backward's recomputation), so that the store is no branch in the loop.
+template <bool KeepExps, typename T, typename Acc>
+MS_HOST_DEVICE inline void update_states(Acc* __restrict__ state, Acc delta, Acc delta_u,
+                                         const T* __restrict__ A_row, const T* __restrict__ B_row,
+                                         Acc* __restrict__ exps, int64_t states,
+                                         Transition<Acc> a) {
+  for (int64_t k = 0; k < states; ++k) {
+    const Acc e = exp_of(delta * static_cast<Acc>(A_row[k]));
+    if constexpr (KeepExps) exps[k] = e;
+    state[k] = a.of(e) * state[k] + delta_u * static_cast<Acc>(B_row[k]);
+  }
 }
 
 // One step of one channel's state; returns y_t = Σ_k C_t[k] h_t[k] (C may be null: no output).
@@ -94,11 +114,11 @@ template <typename T, typename Acc>
 MS_HOST_DEVICE inline Acc selective_step(Acc* state, Acc delta, Acc delta_u, const T* A_row,
                                          const T* B_row, const T* C_row, Acc* exps, int64_t states,
                                          bool negative_eigenvalues) {
-  for (int64_t k = 0; k < states; ++k) {
-    const Acc e = exp_of(delta * static_cast<Acc>(A_row[k]));
-    if (exps) exps[k] = e;
-    state[k] =
-        transition_of(e, negative_eigenvalues) * state[k] + delta_u * static_cast<Acc>(B_row[k]);
+  const Transition<Acc> a(negative_eigenvalues);
+  if (exps) {
+    update_states<true, T, Acc>(state, delta, delta_u, A_row, B_row, exps, states, a);
+  } else {
+    update_states<false, T, Acc>(state, delta, delta_u, A_row, B_row, exps, states, a);
   }
   Acc y = Acc(0);
   if (C_row) {
@@ -145,6 +165,40 @@ MS_HOST_DEVICE inline int64_t segment_scratch_size(const SelectiveScanShape& s) 
   return (2 * s.segment + 2) * s.states;
 }
 
+// States per block of the backward's per-state pass (one AVX vector of floats).
+constexpr int64_t kStateBlock = 8;
+
+// One step's per-state terms for `count` states (pointers already at the block's first state):
+// the partial sums of grad_C, grad_B and grad_A, the carry into the previous step, and what
+// each state adds to grad_Δ (delta_terms) and grad_u (u_terms). Each state's arithmetic stands
+// alone, so the loop has no sum across states.
+template <typename T, typename Acc>
+MS_HOST_DEVICE inline void selective_state_grads(
+    const SelectiveScanBackward<T, Acc>& g, const T* __restrict__ A_row, int64_t row,
+    int64_t partial_row, Acc* __restrict__ grad_A, const Acc* __restrict__ h,
+    const Acc* __restrict__ previous, const Acc* __restrict__ exps, Acc* __restrict__ carry,
+    Acc delta, Acc u, Acc grad_y, int64_t count, Acc* __restrict__ delta_terms,
+    Acc* __restrict__ u_terms) {
+  const T* __restrict__ B = g.B + row;
+  const T* __restrict__ C = g.C + row;
+  Acc* __restrict__ grad_B = g.grad_B + partial_row;
+  Acc* __restrict__ grad_C = g.grad_C + partial_row;
+  const Transition<Acc> a(g.negative_eigenvalues);
+  for (int64_t k = 0; k < count; ++k) {
+    const Acc A_k = static_cast<Acc>(A_row[k]);
+    const Acc B_k = static_cast<Acc>(B[k]);
+    const Acc grad_h = carry[k] + grad_y * static_cast<Acc>(C[k]);
+    // through a, at x = Δ·A
+    const Acc grad_x = grad_h * previous[k] * a.slope(exps[k]);
+    grad_C[k] += grad_y * h[k];
+    grad_B[k] += grad_h * delta * u;
+    grad_A[k] += grad_x * delta;
+    delta_terms[k] = grad_x * A_k + grad_h * u * B_k;
+    u_terms[k] = grad_h * delta * B_k;
+    carry[k] = a.of(exps[k]) * grad_h;
+  }
+}
+
 // Channel d of batch row n, steps [begin, end) of one segment, in reverse; partial sums go to
 // the group's rows.
 template <typename T, typename Acc>
@@ -167,19 +221,19 @@ MS_HOST_DEVICE inline void selective_segment_backward(const SelectiveScanBackwar
     const Acc* previous = scratch.states + (t - begin) * s.states;
     const Acc* exps = scratch.exps + (t - begin) * s.states;
     Acc grad_delta = Acc(0), grad_u = Acc(0);
-    for (int64_t k = 0; k < s.states; ++k) {
-      const Acc A = static_cast<Acc>(A_row[k]);
-      const Acc B = static_cast<Acc>(g.B[row + k]);
-      const Acc grad_h = carry[k] + grad_y * static_cast<Acc>(g.C[row + k]);
-      // through a, at x = Δ·A
-      const Acc grad_x =
-          grad_h * previous[k] * transition_slope_of(exps[k], g.negative_eigenvalues);
-      g.grad_C[partial_row + k] += grad_y * h[k];
-      g.grad_B[partial_row + k] += grad_h * delta * u;
-      grad_A[k] += grad_x * delta;
-      grad_delta += grad_x * A + grad_h * u * B;
-      grad_u += grad_h * delta * B;
-      carry[k] = transition_of(exps[k], g.negative_eigenvalues) * grad_h;
+    // In blocks of kStateBlock states: first every state's own terms (independent across
+    // states, so the CPU compiler vectorizes the loop), then their sums into grad_Δ and grad_u
+    // state by state, in the same order as one loop would add them.
+    for (int64_t k0 = 0; k0 < s.states; k0 += kStateBlock) {
+      const int64_t count = s.states - k0 < kStateBlock ? s.states - k0 : kStateBlock;
+      Acc delta_terms[kStateBlock], u_terms[kStateBlock];
+      selective_state_grads<T, Acc>(g, A_row + k0, row + k0, partial_row + k0, grad_A + k0, h + k0,
+                                    previous + k0, exps + k0, carry + k0, delta, u, grad_y, count,
+                                    delta_terms, u_terms);
+      for (int64_t j = 0; j < count; ++j) {
+        grad_delta += delta_terms[j];
+        grad_u += u_terms[j];
+      }
     }
     g.grad_u[i] = static_cast<T>(grad_u);
     g.grad_delta[i] = static_cast<T>(grad_delta);

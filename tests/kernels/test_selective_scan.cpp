@@ -136,6 +136,7 @@ const SelectiveScanShape kShapes[] = {
     {1, 1, 1, 1, 1, 1},    // one of everything
     {2, 7, 3, 4, 3, 2},    // partial last segment and group
     {1, 10, 5, 2, 4, 16},  // one group holds every channel
+    {2, 6, 3, 11, 4, 2},   // states over two of the backward's blocks (kStateBlock = 8)
 };
 
 }  // namespace
