@@ -3,6 +3,7 @@
 #include "complex_scan.h"
 #include "cuda_device.h"
 #include "gated_scan.h"
+#include "lstm.h"
 #include "selective_scan.h"
 
 namespace memscript::kernels {
@@ -46,6 +47,13 @@ bool gated_scan_backward_cuda(GatedCellKind, const GatedScanBackward<float>&, Ga
 }
 bool gated_scan_backward_cuda(GatedCellKind, const GatedScanBackward<Bf16>&, GatedScanShape, void*,
                               const char** message) {
+  return no_cuda(message);
+}
+
+bool lstm_forward_cuda(const LstmForward<float>&, LstmShape, void*, const char** message) {
+  return no_cuda(message);
+}
+bool lstm_backward_cuda(const LstmBackward<float>&, LstmShape, void*, const char** message) {
   return no_cuda(message);
 }
 

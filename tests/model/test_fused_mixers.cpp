@@ -1,4 +1,5 @@
-// impl = "fused" against impl = "reference" for the diagonal mixers (qlstm, mingru, lru, mamba):
+// impl = "fused" against impl = "reference" for the diagonal mixers (qlstm, mingru, lru, mamba)
+// and the LSTM (kernels/lstm.h against libtorch's LSTM):
 // outputs, final states and every gradient (input, initial state, parameters), in float64 to
 // 1e-9 and float32 to 1e-4. Also: the fused ops give bit-identical results at any thread count,
 // and the fused Mamba scan without gradients never allocates [batch, length, d_inner, d_state].
@@ -10,6 +11,7 @@
 #include "model_harness.h"
 #include "runtime/model/fused/complex_scan.h"
 #include "runtime/model/fused/gated_scan.h"
+#include "runtime/model/fused/lstm.h"
 #include "runtime/model/fused/selective_scan.h"
 #include "runtime/model/mixer.h"
 
@@ -23,7 +25,7 @@ const MixerContext kContext{10, 2, 1};
 Mixer build(const std::string& name, const std::string& impl, bool negative, torch::Dtype dtype) {
   Options options("test mixer");
   options.set("impl", {impl});
-  options.set("negative_eigenvalues", {negative});
+  if (name != "lstm") options.set("negative_eigenvalues", {negative});
   if (name == "mamba") {
     options.set("d_state", {int64_t{3}});
     options.set("d_conv", {int64_t{3}});
@@ -157,6 +159,33 @@ TEST_CASE("fused diagonal mixers fed in chunks give the one-pass outputs") {
   }
 }
 
+TEST_CASE("fused lstm matches libtorch's LSTM in float64: outputs, states, all gradients") {
+  for (const auto& [batch, length] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 7}, {3, 16}}) {
+    for (const bool with_state : {false, true}) {
+      compare("lstm", false, torch::kDouble, batch, length, with_state, 1e-9);
+    }
+  }
+}
+
+TEST_CASE("fused lstm matches libtorch's LSTM in float32 to 1e-4") {
+  compare("lstm", false, torch::kFloat, 2, 33, true, 1e-4);
+}
+
+TEST_CASE("fused lstm fed in chunks gives the one-pass outputs, and chunks may switch impl") {
+  Mixer fused = build("lstm", "fused", false, torch::kDouble);
+  Mixer reference = build("lstm", "reference", false, torch::kDouble);
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(3);
+  const torch::Tensor x = torch::randn({2, 11, kContext.d_model}, torch::kDouble);
+  const MixerOutput whole = fused->forward(x, {});
+  const MixerOutput first = fused->forward(x.narrow(1, 0, 4), {});
+  const MixerOutput second = fused->forward(x.narrow(1, 4, 7), first.state);
+  CHECK(relative_error(torch::cat({first.y, second.y}, 1), whole.y) < 1e-12);
+  const MixerOutput switched = reference->forward(x.narrow(1, 4, 7), first.state);
+  CHECK(relative_error(switched.y, second.y) < 1e-9);
+}
+
 TEST_CASE("lstm and gpt accept impl fused and reference and report it") {
   for (const std::string name : {"lstm", "gpt"}) {
     for (const std::string impl : {"fused", "reference"}) {
@@ -186,12 +215,13 @@ std::vector<torch::Tensor> fused_ops_with_threads(int threads) {
   torch::manual_seed(11);
   const int64_t B = 16, L = 40, C = 48, N = 8;
   std::vector<torch::Tensor> leaves = {
-      torch::randn({B, L, 4 * C}), torch::randn({C}),       torch::randn({B, C}),
-      torch::rand({C}) * 0.9,      torch::rand({C}) * 0.3,  torch::randn({B, L, C}),
-      torch::randn({B, L, C}),     torch::randn({B, C}),    torch::randn({B, C}),
-      torch::randn({B, L, C}),     torch::rand({B, L, C}),  -torch::rand({C, N}) - 0.1,
-      torch::randn({B, L, N}),     torch::randn({B, L, N}), torch::randn({B, C, N}),
-      torch::randn({B, L, 2 * C}), torch::randn({B, C})};
+      torch::randn({B, L, 4 * C}),    torch::randn({C}),       torch::randn({B, C}),
+      torch::rand({C}) * 0.9,         torch::rand({C}) * 0.3,  torch::randn({B, L, C}),
+      torch::randn({B, L, C}),        torch::randn({B, C}),    torch::randn({B, C}),
+      torch::randn({B, L, C}),        torch::rand({B, L, C}),  -torch::rand({C, N}) - 0.1,
+      torch::randn({B, L, N}),        torch::randn({B, L, N}), torch::randn({B, C, N}),
+      torch::randn({B, L, 2 * C}),    torch::randn({B, C}),    torch::randn({B, L, 4 * N}),
+      torch::randn({4 * N, N}) * 0.3, torch::randn({B, N}),    torch::randn({B, N})};
   for (torch::Tensor& t : leaves) t.requires_grad_(true);
   const fused::GatedScanResult q = fused::qlstm_cell(leaves[0], leaves[1], leaves[2], true);
   const fused::GatedScanResult g = fused::mingru_cell(leaves[15], leaves[16], false);
@@ -199,8 +229,11 @@ std::vector<torch::Tensor> fused_ops_with_threads(int threads) {
       fused::complex_scan(leaves[3], leaves[4], leaves[5], leaves[6], leaves[7], leaves[8]);
   const fused::SelectiveScanResult s = fused::selective_scan(
       leaves[9], leaves[10], leaves[11], leaves[12], leaves[13], leaves[14], true);
+  const fused::LstmResult l =
+      fused::lstm_recurrence(leaves[17], leaves[18], leaves[19], leaves[20]);
   std::vector<torch::Tensor> outputs = {q.outputs, q.last,    g.outputs, g.last, c.h_re,
-                                        c.h_im,    c.last_re, c.last_im, s.y,    s.h_last};
+                                        c.h_im,    c.last_re, c.last_im, s.y,    s.h_last,
+                                        l.outputs, l.h_last,  l.c_last};
   torch::Tensor loss = torch::zeros({});
   for (const torch::Tensor& t : outputs) loss = loss + (t * t.detach().cos()).sum();
   loss.backward();

@@ -1,5 +1,7 @@
 #include "runtime/model/mixers/lstm.h"
+#include "runtime/model/fused/launch.h"
 #include "runtime/model/fused/linear.h"
+#include "runtime/model/fused/lstm.h"
 
 namespace memscript {
 
@@ -36,6 +38,29 @@ LstmMixerImpl::LstmMixerImpl(const MixerContext& context, Options& options)
 }
 
 MixerOutput LstmMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
+  const bool kernel_takes_it =
+      fused::on_cpu_kernels(x) || (x.is_cuda() && x.scalar_type() == torch::kFloat);
+  return impl_.fused && kernel_takes_it ? fused_forward(x, state) : reference_forward(x, state);
+}
+
+// The input projection of every token in one product (both biases in it), then the
+// recurrence through kernels/lstm.h. The state keeps libtorch's [1, batch, hidden] layout, so
+// chunks may switch between the implementations.
+MixerOutput LstmMixerImpl::fused_forward(const torch::Tensor& x, const MixerState& state) {
+  // all_weights(): weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0.
+  const std::vector<torch::Tensor> weights = lstm_->all_weights();
+  const torch::Tensor pre = fused::linear(x, weights[0], weights[2] + weights[3]);
+  torch::Tensor h0, c0;
+  if (!state.empty()) {
+    h0 = state.tensors.at(0).squeeze(0);
+    c0 = state.tensors.at(1).squeeze(0);
+  }
+  const fused::LstmResult r = fused::lstm_recurrence(pre, weights[1], h0, c0);
+  return {fused::linear(output_, r.outputs),
+          {{r.h_last.unsqueeze(0), r.c_last.unsqueeze(0)}, state.position + x.size(1)}};
+}
+
+MixerOutput LstmMixerImpl::reference_forward(const torch::Tensor& x, const MixerState& state) {
   std::optional<std::tuple<torch::Tensor, torch::Tensor>> initial;
   if (!state.empty()) initial = std::make_tuple(state.tensors.at(0), state.tensors.at(1));
   auto [outputs, final_state] = [&] {

@@ -5,9 +5,11 @@
 
 namespace memscript {
 
-// Classic LSTM (libtorch's fused implementation) over d_model, followed by an output
-// projection back into the residual stream. Options: hidden (default d_model); impl ("fused" or
-// "reference", both libtorch's LSTM: it is already a fused op).
+// Classic LSTM over d_model, followed by an output projection back into the residual stream.
+// Parameters are torch::nn::LSTM's (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0).
+// Options: hidden (default d_model); impl: "fused" (default) runs the recurrence through
+// kernels/lstm.h (CPU float32/float64, CUDA float32; other dtypes take the reference),
+// "reference" runs libtorch's LSTM on its own CPU kernels (not oneDNN: see lstm.cpp).
 // State: {h, c}, each [1, batch, hidden].
 class LstmMixerImpl : public MixerImpl {
  public:
@@ -17,6 +19,9 @@ class LstmMixerImpl : public MixerImpl {
   nlohmann::json config() const override;
 
  private:
+  MixerOutput fused_forward(const torch::Tensor& x, const MixerState& state);
+  MixerOutput reference_forward(const torch::Tensor& x, const MixerState& state);
+
   int64_t hidden_;
   Impl impl_;
   torch::nn::LSTM lstm_{nullptr};
