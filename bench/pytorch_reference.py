@@ -42,7 +42,7 @@ def linear(d_in, d_out, bias=True):
 
 
 class Lstm(nn.Module):
-    # memscript uses libtorch's fused LSTM here too: this is what a user would write as well.
+    # nn.LSTM is what a user would write (memscript runs kernels/lstm.h; its reference is this op).
     def __init__(self, d_model, config):
         super().__init__()
         self.lstm = nn.LSTM(d_model, config["hidden"], batch_first=True)
