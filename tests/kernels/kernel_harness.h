@@ -8,7 +8,10 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
+
+#include "kernels/cuda_device.h"
 
 namespace memscript::kernels::test {
 
@@ -65,6 +68,22 @@ inline void require_close(const std::vector<double>& actual, const std::vector<d
     INFO("index " << i);
     REQUIRE(actual[i] == Approx(expected[i]).margin(tolerance).epsilon(tolerance));
   }
+}
+
+// Whether a GPU is here; if so, says that the launchers' failure path cannot be reached.
+inline bool gpu_present() {
+  if (cuda_device_count() == 0) return false;
+  WARN("a GPU is present: the launch failure path is not reachable here");
+  return true;
+}
+
+// A CUDA launcher called without a GPU (or without CUDA kernels in the build) returns false
+// and says why in `message`.
+inline void check_launch_fails(const std::function<bool(const char** message)>& launch) {
+  const char* message = nullptr;
+  CHECK_FALSE(launch(&message));
+  REQUIRE(message != nullptr);
+  CHECK(std::string(message).size() > 0);
 }
 
 }  // namespace memscript::kernels::test
