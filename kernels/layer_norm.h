@@ -9,9 +9,11 @@
 //   dx = rstd · (gw − mean(gw) − x̂ · mean(gw · x̂))      (per row)
 //   dweight = Σ_rows g · x̂,  dbias = Σ_rows g           (over rows)
 //
-// The row sums run in double whatever T is. The sums over rows, the parameter gradients, add
-// fixed blocks of kLayerNormRowsPerBlock rows each (any thread may take any block) and then the
-// blocks in order (block_sum.h), so the gradients are the same bits with one thread or many.
+// Rows go through in tiles of kTileRows (row_tile.h), each row in its own vector lane, its sums
+// in T in column order. The sums over rows, the parameter gradients, add fixed blocks of
+// kLayerNormRowsPerBlock rows each (any thread may take any block; within a block each lane's
+// rows in order, then the lanes in order) and then the blocks in order (block_sum.h), so the
+// gradients are the same bits with one thread or many.
 
 #include <cstdint>
 
@@ -22,7 +24,7 @@ struct LayerNormShape {
   int64_t width;
 };
 
-constexpr int64_t kLayerNormRowsPerBlock = 64;
+constexpr int64_t kLayerNormRowsPerBlock = 256;
 
 inline int64_t layer_norm_blocks(LayerNormShape shape) {
   return (shape.rows + kLayerNormRowsPerBlock - 1) / kLayerNormRowsPerBlock;

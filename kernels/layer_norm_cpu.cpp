@@ -1,70 +1,29 @@
-#include "layer_norm.h"
-
 #include <algorithm>
-#include <cmath>
 #include <vector>
+
+#include "layer_norm.h"
+#include "layer_norm_tile.h"
 
 namespace memscript::kernels {
 
 namespace {
 
-// Rows go in chunks whose 1/sqrt runs as one loop over the chunk (which vectorizes), rather than
-// one dependent divide and square root per row: at the widths of small models (4, 64) those
-// were most of the forward's time.
-constexpr int64_t kRowsPerChunk = 16;
+static_assert(kLayerNormRowsPerBlock % kTileRows == 0);
 
 template <typename T>
 void forward_rows(const LayerNormForward<T>& a, LayerNormShape shape, int64_t begin, int64_t end) {
   const int64_t width = shape.width;
-  const double inverse_width = 1.0 / static_cast<double>(width);
-  double mean[kRowsPerChunk] = {}, rstd[kRowsPerChunk] = {};
-  for (int64_t first = begin; first < end; first += kRowsPerChunk) {
-    const int64_t count = std::min(kRowsPerChunk, end - first);
-    for (int64_t i = 0; i < count; ++i) {
-      const T* x = a.x + (first + i) * width;
-      double sum = 0;
-      for (int64_t c = 0; c < width; ++c) sum += x[c];
-      mean[i] = sum * inverse_width;
-      double squares = 0;
-      for (int64_t c = 0; c < width; ++c) squares += (x[c] - mean[i]) * (x[c] - mean[i]);
-      rstd[i] = squares * inverse_width + a.eps;
-    }
-    for (int64_t i = 0; i < kRowsPerChunk; ++i) rstd[i] = 1.0 / std::sqrt(rstd[i]);
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t row = first + i;
-      const T mean_t = static_cast<T>(mean[i]), rstd_t = static_cast<T>(rstd[i]);
-      const T* x = a.x + row * width;
-      T* y = a.y + row * width;
-      for (int64_t c = 0; c < width; ++c) y[c] = (x[c] - mean_t) * rstd_t * a.weight[c] + a.bias[c];
-      a.mean[row] = mean_t;
-      a.rstd[row] = rstd_t;
-    }
-  }
-}
-
-// grad_x of one row, and its share of the parameter gradients added to the block's partials.
-template <typename T>
-void backward_row(const LayerNormBackward<T>& a, int64_t width, int64_t row, T* weight_partial,
-                  T* bias_partial) {
-  const T* x = a.x + row * width;
-  const T* g = a.grad_y + row * width;
-  const T mean = a.mean[row], rstd = a.rstd[row];
-  double sum_gw = 0, sum_gw_xhat = 0;
-  for (int64_t c = 0; c < width; ++c) {
-    const T xhat = (x[c] - mean) * rstd;
-    const T gw = g[c] * a.weight[c];
-    sum_gw += gw;
-    sum_gw_xhat += static_cast<double>(gw) * xhat;
-    weight_partial[c] += g[c] * xhat;
-    bias_partial[c] += g[c];
-  }
-  const double inverse_width = 1.0 / static_cast<double>(width);
-  const T mean_gw = static_cast<T>(sum_gw * inverse_width);
-  const T mean_gw_xhat = static_cast<T>(sum_gw_xhat * inverse_width);
-  T* dx = a.grad_x + row * width;
-  for (int64_t c = 0; c < width; ++c) {
-    const T xhat = (x[c] - mean) * rstd;
-    dx[c] = rstd * (g[c] * a.weight[c] - mean_gw - xhat * mean_gw_xhat);
+  std::vector<Lanes<T>> tiles(static_cast<size_t>(2 * width));
+  Lanes<T>* x = tiles.data();
+  Lanes<T>* y = x + width;
+  for (int64_t row = begin; row < end; row += kTileRows) {
+    const int64_t count = std::min(kTileRows, end - row);
+    load_tile(a.x + row * width, width, width, count, x);
+    const TileMoments<T> m = tile_layer_norm_moments<T>(x, width, a.eps);
+    tile_layer_norm_apply(x, width, m, a.weight, a.bias, y);
+    store_tile(y, width, count, a.y + row * width, width);
+    store_lanes(m.mean, count, a.mean + row);
+    store_lanes(m.rstd, count, a.rstd + row);
   }
 }
 
@@ -72,15 +31,27 @@ template <typename T>
 void backward_blocks(const LayerNormBackward<T>& a, LayerNormShape shape, int64_t begin_block,
                      int64_t end_block) {
   const int64_t width = shape.width;
+  // x, g and grad_x of one tile, then the block's weight and bias partials per lane.
+  std::vector<Lanes<T>> tiles(static_cast<size_t>(5 * width));
+  Lanes<T>* x = tiles.data();
+  Lanes<T>* g = x + width;
+  Lanes<T>* grad_x = g + width;
+  Lanes<T>* weight_acc = grad_x + width;
+  Lanes<T>* bias_acc = weight_acc + width;
   for (int64_t block = begin_block; block < end_block; ++block) {
-    T* weight_partial = a.weight_partials + block * width;
-    T* bias_partial = a.bias_partials + block * width;
-    std::fill(weight_partial, weight_partial + width, T(0));
-    std::fill(bias_partial, bias_partial + width, T(0));
+    std::fill(weight_acc, weight_acc + 2 * width, Lanes<T>{});
     const int64_t first = block * kLayerNormRowsPerBlock;
     const int64_t last = std::min(shape.rows, first + kLayerNormRowsPerBlock);
-    for (int64_t row = first; row < last; ++row)
-      backward_row(a, width, row, weight_partial, bias_partial);
+    for (int64_t row = first; row < last; row += kTileRows) {
+      const int64_t count = std::min(kTileRows, last - row);
+      load_tile(a.x + row * width, width, width, count, x);
+      load_tile(a.grad_y + row * width, width, width, count, g);
+      const TileMoments<T> m{load_lanes(a.mean + row, count), load_lanes(a.rstd + row, count)};
+      tile_layer_norm_backward(x, g, width, m, a.weight, grad_x, weight_acc, bias_acc);
+      store_tile(grad_x, width, count, a.grad_x + row * width, width);
+    }
+    sum_lanes(weight_acc, width, a.weight_partials + block * width);
+    sum_lanes(bias_acc, width, a.bias_partials + block * width);
   }
 }
 

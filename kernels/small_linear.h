@@ -8,9 +8,11 @@
 //   grad_x     gx[r, :] = Σ_o g[r, o] · W[o, :]
 //   grad_W     gW[o, :] = Σ_r g[r, o] · x[r, :],   grad_b = Σ_r g[r, :]
 //
-// Every inner loop runs along a contiguous row, which the compiler vectorizes. The sums over
-// rows (grad_W, grad_b) add fixed blocks of kSmallLinearRowsPerBlock rows, then the blocks in
-// order (block_sum.h): the same bits for any thread count.
+// Rows go through in tiles of kTileRows (row_tile.h), each row in its own vector lane: the
+// forward and grad_x sum over their inputs in order, as a loop over one row would. The sums over
+// rows (grad_W, grad_b) add fixed blocks of kSmallLinearRowsPerBlock rows (within a block each
+// lane's rows in order, then the lanes in order), then the blocks in order (block_sum.h): the
+// same bits for any thread count.
 
 #include <cstdint>
 

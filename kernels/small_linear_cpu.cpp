@@ -1,192 +1,71 @@
-#include "small_linear.h"
-
 #include <algorithm>
 #include <vector>
+
+#include "row_tile.h"
+#include "small_linear.h"
 
 namespace memscript::kernels {
 
 namespace {
 
-// out[r, :] = init + Σ_k a[r, k] · b[k, :] for rows [begin, end), with a: [rows, depth],
-// b: [depth, width], out: [rows, width], init: [width] or null. The forward (a = x, b = Wᵀ)
-// and grad_x (a = grad_y, b = W) are both this product.
-//
-// With the width known at compile time the row's accumulator lives in vector registers across
-// the whole sum; a width read at run time kept it in memory, and every step waited for the
-// previous one's store (most of the time at width 4).
-template <typename T, int64_t Width>
-void rows_times_matrix_fixed(const T* __restrict a, const T* __restrict b, const T* __restrict init,
-                             T* __restrict out, int64_t depth, int64_t begin, int64_t end) {
-  for (int64_t r = begin; r < end; ++r) {
-    T acc[Width];
-    for (int64_t j = 0; j < Width; ++j) acc[j] = init ? init[j] : T(0);
-    const T* a_row = a + r * depth;
-    for (int64_t k = 0; k < depth; ++k) {
-      const T ak = a_row[k];
-      const T* b_row = b + k * Width;
-      for (int64_t j = 0; j < Width; ++j) acc[j] += ak * b_row[j];
-    }
-    std::copy(acc, acc + Width, out + r * Width);
-  }
-}
+// Tiles of one block of rows: the weight gradient's partial of a block is read from all of them.
+constexpr int64_t kTilesPerBlock = kSmallLinearRowsPerBlock / kTileRows;
+static_assert(kSmallLinearRowsPerBlock % kTileRows == 0);
 
-template <typename T>
-void rows_times_matrix_any(const T* __restrict a, const T* __restrict b, const T* __restrict init,
-                           T* __restrict out, int64_t depth, int64_t width, int64_t begin,
-                           int64_t end) {
-  for (int64_t r = begin; r < end; ++r) {
-    T* __restrict row = out + r * width;
-    for (int64_t j = 0; j < width; ++j) row[j] = init ? init[j] : T(0);
-    const T* a_row = a + r * depth;
-    for (int64_t k = 0; k < depth; ++k) {
-      const T ak = a_row[k];
-      const T* b_row = b + k * width;
-      for (int64_t j = 0; j < width; ++j) row[j] += ak * b_row[j];
-    }
-  }
-}
-
-template <typename T>
-void rows_times_matrix(const T* a, const T* b, const T* init, T* out, int64_t depth, int64_t width,
-                       int64_t begin, int64_t end) {
-  switch (width) {
-    case 1:
-      return rows_times_matrix_fixed<T, 1>(a, b, init, out, depth, begin, end);
-    case 2:
-      return rows_times_matrix_fixed<T, 2>(a, b, init, out, depth, begin, end);
-    case 3:
-      return rows_times_matrix_fixed<T, 3>(a, b, init, out, depth, begin, end);
-    case 4:
-      return rows_times_matrix_fixed<T, 4>(a, b, init, out, depth, begin, end);
-    case 8:
-      return rows_times_matrix_fixed<T, 8>(a, b, init, out, depth, begin, end);
-    case 16:
-      return rows_times_matrix_fixed<T, 16>(a, b, init, out, depth, begin, end);
-    case 32:
-      return rows_times_matrix_fixed<T, 32>(a, b, init, out, depth, begin, end);
-    case 64:
-      return rows_times_matrix_fixed<T, 64>(a, b, init, out, depth, begin, end);
-    default:
-      return rows_times_matrix_any(a, b, init, out, depth, width, begin, end);
+// Rows [begin, end) of `out`-wide results from `in`-wide inputs, a tile at a time: the tile's
+// inputs are transposed in, `compute(inputs, outputs)` fills the outputs' columns, and those are
+// transposed back.
+template <typename T, typename Compute>
+void for_row_tiles(const T* input, int64_t in, T* output, int64_t out, int64_t begin, int64_t end,
+                   Compute&& compute) {
+  std::vector<Lanes<T>> tiles(static_cast<size_t>(in + out));
+  Lanes<T>* x = tiles.data();
+  Lanes<T>* y = x + in;
+  for (int64_t r = begin; r < end; r += kTileRows) {
+    const int64_t count = std::min(kTileRows, end - r);
+    load_tile(input + r * in, in, in, count, x);
+    compute(x, y);
+    store_tile(y, out, count, output + r * out, out);
   }
 }
 
 template <typename T>
 void forward(const T* x, const T* weight, const T* bias, T* y, SmallLinearShape s, int64_t begin,
              int64_t end) {
-  // Wᵀ, so that each input feature adds one contiguous row to y's row.
-  std::vector<T> transposed(static_cast<size_t>(s.in * s.out));
-  for (int64_t o = 0; o < s.out; ++o) {
-    for (int64_t i = 0; i < s.in; ++i) transposed[i * s.out + o] = weight[o * s.in + i];
-  }
-  rows_times_matrix(x, transposed.data(), bias, y, s.in, s.out, begin, end);
-}
-
-// sum[:] = Σ_r weight[r · stride] · rows[r, :] over rows [first, last) of a [rows, Width]
-// array, the sum in registers (see rows_times_matrix_fixed). One row of a block's grad_W
-// partial (weight = a column of grad_y), or with weight null the block's grad_b partial.
-template <typename T, int64_t Width>
-void weighted_row_sum_fixed(const T* __restrict weight, int64_t stride, const T* __restrict rows,
-                            int64_t first, int64_t last, T* __restrict sum) {
-  T acc[Width] = {};
-  for (int64_t r = first; r < last; ++r) {
-    const T w = weight ? weight[r * stride] : T(1);
-    const T* row = rows + r * Width;
-    for (int64_t j = 0; j < Width; ++j) acc[j] += w * row[j];
-  }
-  std::copy(acc, acc + Width, sum);
+  for_row_tiles(x, s.in, y, s.out, begin, end, [&](const Lanes<T>* in, Lanes<T>* out) {
+    tile_linear(in, s.in, weight, bias, s.out, out);
+  });
 }
 
 template <typename T>
-void weighted_row_sum_any(const T* __restrict weight, int64_t stride, const T* __restrict rows,
-                          int64_t width, int64_t first, int64_t last, T* __restrict sum) {
-  std::fill(sum, sum + width, T(0));
-  for (int64_t r = first; r < last; ++r) {
-    const T w = weight ? weight[r * stride] : T(1);
-    const T* row = rows + r * width;
-    for (int64_t j = 0; j < width; ++j) sum[j] += w * row[j];
-  }
-}
-
-template <typename T>
-void weighted_row_sum(const T* weight, int64_t stride, const T* rows, int64_t width, int64_t first,
-                      int64_t last, T* sum) {
-  switch (width) {
-    case 1:
-      return weighted_row_sum_fixed<T, 1>(weight, stride, rows, first, last, sum);
-    case 2:
-      return weighted_row_sum_fixed<T, 2>(weight, stride, rows, first, last, sum);
-    case 3:
-      return weighted_row_sum_fixed<T, 3>(weight, stride, rows, first, last, sum);
-    case 4:
-      return weighted_row_sum_fixed<T, 4>(weight, stride, rows, first, last, sum);
-    case 8:
-      return weighted_row_sum_fixed<T, 8>(weight, stride, rows, first, last, sum);
-    case 16:
-      return weighted_row_sum_fixed<T, 16>(weight, stride, rows, first, last, sum);
-    case 32:
-      return weighted_row_sum_fixed<T, 32>(weight, stride, rows, first, last, sum);
-    case 64:
-      return weighted_row_sum_fixed<T, 64>(weight, stride, rows, first, last, sum);
-    default:
-      return weighted_row_sum_any(weight, stride, rows, width, first, last, sum);
-  }
-}
-
-// acc[i, :] += x[r, i] · g[r, :] over rows [first, last): Gᵀ x transposed, [in, Width], with
-// the gradient rows (Width = out) as the vector dimension; the sum over rows is in row order.
-template <typename T, int64_t Width>
-void outer_product_sum_fixed(const T* __restrict g, const T* __restrict x, int64_t in,
-                             int64_t first, int64_t last, T* __restrict acc) {
-  std::fill(acc, acc + in * Width, T(0));
-  for (int64_t r = first; r < last; ++r) {
-    const T* g_row = g + r * Width;
-    for (int64_t i = 0; i < in; ++i) {
-      const T xi = x[r * in + i];
-      T* acc_row = acc + i * Width;
-      for (int64_t j = 0; j < Width; ++j) acc_row[j] += g_row[j] * xi;
-    }
-  }
+void grad_input(const T* grad_y, const T* weight, T* grad_x, SmallLinearShape s, int64_t begin,
+                int64_t end) {
+  for_row_tiles(grad_y, s.out, grad_x, s.in, begin, end, [&](const Lanes<T>* g, Lanes<T>* gx) {
+    tile_linear_backward_input(g, s.out, weight, s.in, gx);
+  });
 }
 
 template <typename T>
 void grad_params(const T* grad_y, const T* x, T* weight_partials, T* bias_partials,
                  SmallLinearShape s, int64_t begin, int64_t end) {
-  std::vector<T> transposed(static_cast<size_t>(s.in * s.out));
+  std::vector<Lanes<T>> g_tiles(static_cast<size_t>(kTilesPerBlock * s.out));
+  std::vector<Lanes<T>> x_tiles(static_cast<size_t>(kTilesPerBlock * s.in));
+  std::vector<Lanes<T>> scratch(static_cast<size_t>(s.out * s.in));
   for (int64_t b = begin; b < end; ++b) {
     const int64_t first = b * kSmallLinearRowsPerBlock;
-    const int64_t last = std::min(s.rows, first + kSmallLinearRowsPerBlock);
-    T* gw = weight_partials + b * s.out * s.in;
-    bool summed = true;
-    switch (s.out) {
-      case 2:
-        outer_product_sum_fixed<T, 2>(grad_y, x, s.in, first, last, transposed.data());
-        break;
-      case 4:
-        outer_product_sum_fixed<T, 4>(grad_y, x, s.in, first, last, transposed.data());
-        break;
-      case 8:
-        outer_product_sum_fixed<T, 8>(grad_y, x, s.in, first, last, transposed.data());
-        break;
-      case 16:
-        outer_product_sum_fixed<T, 16>(grad_y, x, s.in, first, last, transposed.data());
-        break;
-      case 32:
-        outer_product_sum_fixed<T, 32>(grad_y, x, s.in, first, last, transposed.data());
-        break;
-      default:
-        summed = false;
+    const int64_t rows = std::min(kSmallLinearRowsPerBlock, s.rows - first);
+    const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t row = first + t * kTileRows;
+      const int64_t count = std::min(kTileRows, s.rows - row);
+      load_tile(grad_y + row * s.out, s.out, s.out, count, &g_tiles[t * s.out]);
+      load_tile(x + row * s.in, s.in, s.in, count, &x_tiles[t * s.in]);
     }
-    if (summed) {
-      for (int64_t o = 0; o < s.out; ++o) {
-        for (int64_t i = 0; i < s.in; ++i) gw[o * s.in + i] = transposed[i * s.out + o];
-      }
-    } else {
-      for (int64_t o = 0; o < s.out; ++o)
-        weighted_row_sum(grad_y + o, s.out, x, s.in, first, last, gw + o * s.in);
+    tile_weight_gradient(g_tiles.data(), s.out, x_tiles.data(), s.in, tiles, scratch.data(),
+                         weight_partials + b * s.out * s.in);
+    if (bias_partials) {
+      tile_column_sums(g_tiles.data(), s.out, tiles, scratch.data(), bias_partials + b * s.out);
     }
-    if (bias_partials)
-      weighted_row_sum<T>(nullptr, 0, grad_y, s.out, first, last, bias_partials + b * s.out);
   }
 }
 
@@ -202,11 +81,11 @@ void small_linear_forward_cpu(const double* x, const double* weight, const doubl
 }
 void small_linear_grad_input_cpu(const float* grad_y, const float* weight, float* grad_x,
                                  SmallLinearShape shape, int64_t begin, int64_t end) {
-  rows_times_matrix<float>(grad_y, weight, nullptr, grad_x, shape.out, shape.in, begin, end);
+  grad_input(grad_y, weight, grad_x, shape, begin, end);
 }
 void small_linear_grad_input_cpu(const double* grad_y, const double* weight, double* grad_x,
                                  SmallLinearShape shape, int64_t begin, int64_t end) {
-  rows_times_matrix<double>(grad_y, weight, nullptr, grad_x, shape.out, shape.in, begin, end);
+  grad_input(grad_y, weight, grad_x, shape, begin, end);
 }
 void small_linear_grad_params_cpu(const float* grad_y, const float* x, float* weight_partials,
                                   float* bias_partials, SmallLinearShape shape, int64_t begin,

@@ -1,0 +1,262 @@
+#pragma once
+
+// Row tiles: how the CPU kernels vectorize rows that are only a few numbers wide.
+//
+// The decoder's activations are [rows, width] with width 4 to 64. A loop along one such row is
+// too short to fill a vector register, and a sum along it (a layer norm's mean, a dot product)
+// is a chain of dependent additions that strict floating point may not reorder. A tile holds
+// kTileRows rows transposed, feature-major: tile[c] is column c of the tile's rows, one vector
+// (GCC's vector extension) with one row per lane. Every operation on tiles is then a loop over
+// columns whose body is one vector instruction (two or four where the registers are narrower),
+// and each lane does exactly what a scalar loop over its row would do, in the same order. So a
+// row's result does not depend on which tile or lane it went through, and sums over rows (the
+// parameter gradients) add each lane's partial in a fixed order: the same bits for any split of
+// the rows over threads.
+//
+// Rows past the end of the array load as zeros, so a partial last tile needs no special case in
+// sums over rows as long as a zero row adds nothing to them (true of every kernel here: each such
+// sum has a factor of the row's input or of its gradient, both zero).
+//
+// CPU only (nvcc never sees it). The transposes between rows and tiles are written as plain
+// loops over a compile-time number of columns, which the compiler turns into register permutes.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace memscript::kernels {
+
+constexpr int64_t kTileRows = 16;
+
+template <typename T>
+struct LanesOf {
+  typedef T type __attribute__((vector_size(kTileRows * sizeof(T))));
+};
+// One column of a tile: kTileRows numbers, one per row.
+template <typename T>
+using Lanes = typename LanesOf<T>::type;
+
+// Every lane `value`.
+template <typename T>
+inline Lanes<T> broadcast(T value) {
+  return Lanes<T>{} + value;
+}
+
+namespace row_tile_detail {
+
+// A full tile of Width columns from 16 packed rows ([kTileRows][Width], contiguous) and back:
+// with every size known at compile time these become register permutes.
+template <int64_t Width, typename T>
+inline void transpose_in(const T* __restrict packed, Lanes<T>* __restrict tile) {
+  for (int64_t r = 0; r < kTileRows; ++r) {
+    for (int64_t c = 0; c < Width; ++c) tile[c][r] = packed[r * Width + c];
+  }
+}
+template <int64_t Width, typename T>
+inline void transpose_out(const Lanes<T>* __restrict tile, T* __restrict packed) {
+  for (int64_t r = 0; r < kTileRows; ++r) {
+    for (int64_t c = 0; c < Width; ++c) packed[r * Width + c] = tile[c][r];
+  }
+}
+
+// kTileRows numbers from `packed` as one column.
+template <typename T>
+inline Lanes<T> lanes_at(const T* packed) {
+  Lanes<T> v;
+  std::memcpy(&v, packed, sizeof v);
+  return v;
+}
+
+// Columns [0, Width) of `count` rows (row stride `stride`) into tile[0 … Width). Rows that are
+// not packed (stride > Width) are packed first, a vector copy each, so that the transpose is the
+// compile-time one.
+template <int64_t Width, typename T>
+inline void load_columns(const T* __restrict rows, int64_t stride, int64_t count,
+                         Lanes<T>* __restrict tile) {
+  if (count == kTileRows && stride == Width) return transpose_in<Width>(rows, tile);
+  T packed[kTileRows * Width] = {};
+  for (int64_t r = 0; r < count; ++r)
+    std::copy(rows + r * stride, rows + r * stride + Width, packed + r * Width);
+  transpose_in<Width>(packed, tile);
+}
+
+template <int64_t Width, typename T>
+inline void store_columns(const Lanes<T>* __restrict tile, int64_t count, T* __restrict rows,
+                          int64_t stride) {
+  if (count == kTileRows && stride == Width) return transpose_out<Width>(tile, rows);
+  T packed[kTileRows * Width];
+  transpose_out<Width>(tile, packed);
+  for (int64_t r = 0; r < count; ++r)
+    std::copy(packed + r * Width, packed + (r + 1) * Width, rows + r * stride);
+}
+
+// Calls move<W>(column) for column blocks of compile-time widths 16, 8, 4, 2, 1 that cover
+// [0, width): any width transposes through permutes of at most five shapes.
+template <typename Move>
+inline void for_column_blocks(int64_t width, Move&& move) {
+  int64_t c = 0;
+  for (; c + 16 <= width; c += 16) move.template operator()<16>(c);
+  if (c + 8 <= width) move.template operator()<8>(c), c += 8;
+  if (c + 4 <= width) move.template operator()<4>(c), c += 4;
+  if (c + 2 <= width) move.template operator()<2>(c), c += 2;
+  if (c < width) move.template operator()<1>(c);
+}
+
+}  // namespace row_tile_detail
+
+// One number per row for the first `count` rows: as a column (zeros past count), and back.
+template <typename T>
+inline Lanes<T> load_lanes(const T* values, int64_t count) {
+  Lanes<T> v{};
+  std::memcpy(&v, values, static_cast<size_t>(count) * sizeof(T));
+  return v;
+}
+template <typename T>
+inline void store_lanes(const Lanes<T>& v, int64_t count, T* values) {
+  std::memcpy(values, &v, static_cast<size_t>(count) * sizeof(T));
+}
+
+// Rows [0, count) of a [rows, width] array with row stride `stride` into tile[0 … width); lanes
+// count … kTileRows − 1 are zero.
+template <typename T>
+inline void load_tile(const T* rows, int64_t width, int64_t stride, int64_t count, Lanes<T>* tile) {
+  row_tile_detail::for_column_blocks(width, [&]<int64_t W>(int64_t c) {
+    row_tile_detail::load_columns<W, T>(rows + c, stride, count, tile + c);
+  });
+}
+
+// The first `count` lanes of tile[0 … width) back into rows of stride `stride`.
+template <typename T>
+inline void store_tile(const Lanes<T>* tile, int64_t width, int64_t count, T* rows,
+                       int64_t stride) {
+  row_tile_detail::for_column_blocks(width, [&]<int64_t W>(int64_t c) {
+    row_tile_detail::store_columns<W, T>(tile + c, count, rows + c, stride);
+  });
+}
+
+// y[o] = bias[o] + Σ_i weight[o, i] · x[i] (the sum in order of i): x [in], y [out] columns,
+// weight [out, in] row-major, bias [out] or null. Four outputs at a time share each x[i] load.
+template <typename T>
+inline void tile_linear(const Lanes<T>* __restrict x, int64_t in, const T* __restrict weight,
+                        const T* __restrict bias, int64_t out, Lanes<T>* __restrict y) {
+  const auto start = [&](int64_t o) { return broadcast<T>(bias ? bias[o] : T(0)); };
+  int64_t o = 0;
+  for (; o + 4 <= out; o += 4) {
+    Lanes<T> a0 = start(o), a1 = start(o + 1), a2 = start(o + 2), a3 = start(o + 3);
+    const T* w = weight + o * in;
+    for (int64_t i = 0; i < in; ++i) {
+      const Lanes<T> xi = x[i];
+      a0 += w[i] * xi;
+      a1 += w[in + i] * xi;
+      a2 += w[2 * in + i] * xi;
+      a3 += w[3 * in + i] * xi;
+    }
+    y[o] = a0;
+    y[o + 1] = a1;
+    y[o + 2] = a2;
+    y[o + 3] = a3;
+  }
+  for (; o < out; ++o) {
+    Lanes<T> a = start(o);
+    for (int64_t i = 0; i < in; ++i) a += weight[o * in + i] * x[i];
+    y[o] = a;
+  }
+}
+
+// x[i] = Σ_o weight[o, i] · g[o] (in order of o): the gradient through tile_linear to its input.
+template <typename T>
+inline void tile_linear_backward_input(const Lanes<T>* __restrict g, int64_t out,
+                                       const T* __restrict weight, int64_t in,
+                                       Lanes<T>* __restrict x) {
+  int64_t i = 0;
+  for (; i + 4 <= in; i += 4) {
+    Lanes<T> a0{}, a1{}, a2{}, a3{};
+    for (int64_t o = 0; o < out; ++o) {
+      const Lanes<T> go = g[o];
+      const T* w = weight + o * in + i;
+      a0 += w[0] * go;
+      a1 += w[1] * go;
+      a2 += w[2] * go;
+      a3 += w[3] * go;
+    }
+    x[i] = a0;
+    x[i + 1] = a1;
+    x[i + 2] = a2;
+    x[i + 3] = a3;
+  }
+  for (; i < in; ++i) {
+    Lanes<T> a{};
+    for (int64_t o = 0; o < out; ++o) a += weight[o * in + i] * g[o];
+    x[i] = a;
+  }
+}
+
+// sum[j] = the lanes of acc[j] added in lane order, for j < count. Sixteen columns at a time
+// are transposed so that their lanes are added as whole vectors (one addition per lane instead
+// of a chain of scalar ones per column); the order of each column's additions is the same.
+template <typename T>
+inline void sum_lanes(const Lanes<T>* __restrict acc, int64_t count, T* __restrict sum) {
+  static_assert(kTileRows == 16);
+  int64_t j = 0;
+  for (; j + 16 <= count; j += 16) {
+    T packed[kTileRows * 16];
+    row_tile_detail::transpose_out<16>(acc + j, packed);  // packed[lane · 16 + column]
+    Lanes<T> total = row_tile_detail::lanes_at<T>(packed);
+    for (int64_t r = 1; r < kTileRows; ++r) total += row_tile_detail::lanes_at<T>(packed + r * 16);
+    for (int64_t c = 0; c < 16; ++c) sum[j + c] = total[c];
+  }
+  for (; j < count; ++j) {
+    T s = acc[j][0];
+    for (int64_t r = 1; r < kTileRows; ++r) s += acc[j][r];
+    sum[j] = s;
+  }
+}
+
+// partial[o · in + i] = Σ_rows g[o] · x[i] over `tiles` tiles, g's tile t at g + t · out and x's
+// at x + t · in: a weight gradient's share from those rows. Each lane sums its rows in tile
+// order, then the lanes are added in lane order. Four outputs at a time share each x load.
+// `scratch` holds out · in columns.
+template <typename T>
+inline void tile_weight_gradient(const Lanes<T>* __restrict g, int64_t out,
+                                 const Lanes<T>* __restrict x, int64_t in, int64_t tiles,
+                                 Lanes<T>* __restrict scratch, T* __restrict partial) {
+  for (int64_t i = 0; i < in; ++i) {
+    int64_t o = 0;
+    for (; o + 4 <= out; o += 4) {
+      Lanes<T> a0{}, a1{}, a2{}, a3{};
+      for (int64_t t = 0; t < tiles; ++t) {
+        const Lanes<T> xi = x[t * in + i];
+        const Lanes<T>* gt = g + t * out + o;
+        a0 += gt[0] * xi;
+        a1 += gt[1] * xi;
+        a2 += gt[2] * xi;
+        a3 += gt[3] * xi;
+      }
+      scratch[o * in + i] = a0;
+      scratch[(o + 1) * in + i] = a1;
+      scratch[(o + 2) * in + i] = a2;
+      scratch[(o + 3) * in + i] = a3;
+    }
+    for (; o < out; ++o) {
+      Lanes<T> a{};
+      for (int64_t t = 0; t < tiles; ++t) a += g[t * out + o] * x[t * in + i];
+      scratch[o * in + i] = a;
+    }
+  }
+  sum_lanes(scratch, out * in, partial);
+}
+
+// partial[j] = Σ_rows g[j] over `tiles` tiles of `width` columns (tile t at g + t · width): a
+// bias gradient's share, summed as tile_weight_gradient sums. `scratch` holds `width` columns.
+template <typename T>
+inline void tile_column_sums(const Lanes<T>* __restrict g, int64_t width, int64_t tiles,
+                             Lanes<T>* __restrict scratch, T* __restrict partial) {
+  for (int64_t j = 0; j < width; ++j) {
+    Lanes<T> a{};
+    for (int64_t t = 0; t < tiles; ++t) a += g[t * width + j];
+    scratch[j] = a;
+  }
+  sum_lanes(scratch, width, partial);
+}
+
+}  // namespace memscript::kernels
