@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <vector>
 
 #include "layer_norm.h"
 #include "layer_norm_tile.h"
@@ -13,7 +12,7 @@ static_assert(kLayerNormRowsPerBlock % kTileRows == 0);
 template <typename T>
 void forward_rows(const LayerNormForward<T>& a, LayerNormShape shape, int64_t begin, int64_t end) {
   const int64_t width = shape.width;
-  std::vector<Lanes<T>> tiles(static_cast<size_t>(2 * width));
+  TileScratch<T> tiles(2 * width);
   Lanes<T>* x = tiles.data();
   Lanes<T>* y = x + width;
   for (int64_t row = begin; row < end; row += kTileRows) {
@@ -32,7 +31,7 @@ void backward_blocks(const LayerNormBackward<T>& a, LayerNormShape shape, int64_
                      int64_t end_block) {
   const int64_t width = shape.width;
   // x, g and grad_x of one tile, then the block's weight and bias partials per lane.
-  std::vector<Lanes<T>> tiles(static_cast<size_t>(5 * width));
+  TileScratch<T> tiles(5 * width);
   Lanes<T>* x = tiles.data();
   Lanes<T>* g = x + width;
   Lanes<T>* grad_x = g + width;

@@ -23,18 +23,43 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace memscript::kernels {
 
 constexpr int64_t kTileRows = 16;
 
+// may_alias: a tile's columns are also read as one flat array of T (tile_numbers).
 template <typename T>
 struct LanesOf {
-  typedef T type __attribute__((vector_size(kTileRows * sizeof(T))));
+  typedef T type __attribute__((vector_size(kTileRows * sizeof(T)), __may_alias__));
 };
 // One column of a tile: kTileRows numbers, one per row.
 template <typename T>
 using Lanes = typename LanesOf<T>::type;
+
+// Zeroed memory for `columns` tile columns, aligned as Lanes<T> must be. (A std::vector of
+// Lanes<T> itself would drop the type's attributes.)
+template <typename T>
+class TileScratch {
+ public:
+  explicit TileScratch(int64_t columns) : storage_(static_cast<size_t>(columns)) {}
+  Lanes<T>* data() { return reinterpret_cast<Lanes<T>*>(storage_.data()); }
+  Lanes<T>& operator[](int64_t column) { return data()[column]; }
+
+ private:
+  struct alignas(sizeof(Lanes<T>)) Column {
+    T lanes[kTileRows];
+  };
+  std::vector<Column> storage_;
+};
+
+// The numbers of `columns` columns as one flat array (column after column), for elementwise
+// loops that need no lane structure.
+template <typename T>
+inline T* tile_numbers(Lanes<T>* columns) {
+  return reinterpret_cast<T*>(columns);
+}
 
 // Every lane `value`.
 template <typename T>

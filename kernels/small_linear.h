@@ -16,6 +16,8 @@
 
 #include <cstdint>
 
+#include "activation.h"
+
 namespace memscript::kernels {
 
 struct SmallLinearShape {
@@ -32,10 +34,13 @@ inline int64_t small_linear_blocks(SmallLinearShape shape) {
   return (shape.rows + kSmallLinearRowsPerBlock - 1) / kSmallLinearRowsPerBlock;
 }
 
-// Rows [begin, end) of y. bias may be null.
-void small_linear_forward_cpu(const float* x, const float* weight, const float* bias, float* y,
+// Rows [begin, end) of y = activation(x Wᵀ + b), and of the pre-activation x Wᵀ + b when `pre`
+// is not null. bias may be null.
+void small_linear_forward_cpu(const float* x, const float* weight, const float* bias,
+                              ActivationKind activation, float* pre, float* y,
                               SmallLinearShape shape, int64_t begin, int64_t end);
-void small_linear_forward_cpu(const double* x, const double* weight, const double* bias, double* y,
+void small_linear_forward_cpu(const double* x, const double* weight, const double* bias,
+                              ActivationKind activation, double* pre, double* y,
                               SmallLinearShape shape, int64_t begin, int64_t end);
 
 // Rows [begin, end) of grad_x.

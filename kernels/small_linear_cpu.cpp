@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <vector>
 
 #include "row_tile.h"
 #include "small_linear.h"
@@ -13,44 +12,53 @@ constexpr int64_t kTilesPerBlock = kSmallLinearRowsPerBlock / kTileRows;
 static_assert(kSmallLinearRowsPerBlock % kTileRows == 0);
 
 // Rows [begin, end) of `out`-wide results from `in`-wide inputs, a tile at a time: the tile's
-// inputs are transposed in, `compute(inputs, outputs)` fills the outputs' columns, and those are
-// transposed back.
+// inputs are transposed in, `compute(inputs, outputs, row, count)` fills the outputs' columns
+// (of rows [row, row + count)), and those are transposed back.
 template <typename T, typename Compute>
 void for_row_tiles(const T* input, int64_t in, T* output, int64_t out, int64_t begin, int64_t end,
                    Compute&& compute) {
-  std::vector<Lanes<T>> tiles(static_cast<size_t>(in + out));
+  TileScratch<T> tiles(in + out);
   Lanes<T>* x = tiles.data();
   Lanes<T>* y = x + in;
   for (int64_t r = begin; r < end; r += kTileRows) {
     const int64_t count = std::min(kTileRows, end - r);
     load_tile(input + r * in, in, in, count, x);
-    compute(x, y);
+    compute(x, y, r, count);
     store_tile(y, out, count, output + r * out, out);
   }
 }
 
 template <typename T>
-void forward(const T* x, const T* weight, const T* bias, T* y, SmallLinearShape s, int64_t begin,
-             int64_t end) {
-  for_row_tiles(x, s.in, y, s.out, begin, end, [&](const Lanes<T>* in, Lanes<T>* out) {
-    tile_linear(in, s.in, weight, bias, s.out, out);
+void forward(const T* x, const T* weight, const T* bias, ActivationKind activation, T* pre, T* y,
+             SmallLinearShape s, int64_t begin, int64_t end) {
+  with_activation(activation, [&]<ActivationKind Kind>() {
+    const auto compute = [&](const Lanes<T>* in, Lanes<T>* out, int64_t row, int64_t count) {
+      tile_linear(in, s.in, weight, bias, s.out, out);
+      if constexpr (Kind != ActivationKind::none) {
+        if (pre) store_tile(out, s.out, count, pre + row * s.out, s.out);
+        T* numbers = tile_numbers<T>(out);
+        for (int64_t j = 0; j < s.out * kTileRows; ++j) numbers[j] = activate<Kind>(numbers[j]);
+      }
+    };
+    for_row_tiles(x, s.in, y, s.out, begin, end, compute);
   });
 }
 
 template <typename T>
 void grad_input(const T* grad_y, const T* weight, T* grad_x, SmallLinearShape s, int64_t begin,
                 int64_t end) {
-  for_row_tiles(grad_y, s.out, grad_x, s.in, begin, end, [&](const Lanes<T>* g, Lanes<T>* gx) {
-    tile_linear_backward_input(g, s.out, weight, s.in, gx);
-  });
+  for_row_tiles(grad_y, s.out, grad_x, s.in, begin, end,
+                [&](const Lanes<T>* g, Lanes<T>* gx, int64_t, int64_t) {
+                  tile_linear_backward_input(g, s.out, weight, s.in, gx);
+                });
 }
 
 template <typename T>
 void grad_params(const T* grad_y, const T* x, T* weight_partials, T* bias_partials,
                  SmallLinearShape s, int64_t begin, int64_t end) {
-  std::vector<Lanes<T>> g_tiles(static_cast<size_t>(kTilesPerBlock * s.out));
-  std::vector<Lanes<T>> x_tiles(static_cast<size_t>(kTilesPerBlock * s.in));
-  std::vector<Lanes<T>> scratch(static_cast<size_t>(s.out * s.in));
+  TileScratch<T> g_tiles(kTilesPerBlock * s.out);
+  TileScratch<T> x_tiles(kTilesPerBlock * s.in);
+  TileScratch<T> scratch(s.out * s.in);
   for (int64_t b = begin; b < end; ++b) {
     const int64_t first = b * kSmallLinearRowsPerBlock;
     const int64_t rows = std::min(kSmallLinearRowsPerBlock, s.rows - first);
@@ -58,8 +66,8 @@ void grad_params(const T* grad_y, const T* x, T* weight_partials, T* bias_partia
     for (int64_t t = 0; t < tiles; ++t) {
       const int64_t row = first + t * kTileRows;
       const int64_t count = std::min(kTileRows, s.rows - row);
-      load_tile(grad_y + row * s.out, s.out, s.out, count, &g_tiles[t * s.out]);
-      load_tile(x + row * s.in, s.in, s.in, count, &x_tiles[t * s.in]);
+      load_tile(grad_y + row * s.out, s.out, s.out, count, g_tiles.data() + t * s.out);
+      load_tile(x + row * s.in, s.in, s.in, count, x_tiles.data() + t * s.in);
     }
     tile_weight_gradient(g_tiles.data(), s.out, x_tiles.data(), s.in, tiles, scratch.data(),
                          weight_partials + b * s.out * s.in);
@@ -71,13 +79,15 @@ void grad_params(const T* grad_y, const T* x, T* weight_partials, T* bias_partia
 
 }  // namespace
 
-void small_linear_forward_cpu(const float* x, const float* weight, const float* bias, float* y,
+void small_linear_forward_cpu(const float* x, const float* weight, const float* bias,
+                              ActivationKind activation, float* pre, float* y,
                               SmallLinearShape shape, int64_t begin, int64_t end) {
-  forward(x, weight, bias, y, shape, begin, end);
+  forward(x, weight, bias, activation, pre, y, shape, begin, end);
 }
-void small_linear_forward_cpu(const double* x, const double* weight, const double* bias, double* y,
+void small_linear_forward_cpu(const double* x, const double* weight, const double* bias,
+                              ActivationKind activation, double* pre, double* y,
                               SmallLinearShape shape, int64_t begin, int64_t end) {
-  forward(x, weight, bias, y, shape, begin, end);
+  forward(x, weight, bias, activation, pre, y, shape, begin, end);
 }
 void small_linear_grad_input_cpu(const float* grad_y, const float* weight, float* grad_x,
                                  SmallLinearShape shape, int64_t begin, int64_t end) {

@@ -52,7 +52,8 @@ Products kernels_of(const std::vector<double>& x, const std::vector<double>& w,
              std::vector<double>(static_cast<size_t>(s.out), -7)};
   std::vector<double> weight_partials(static_cast<size_t>(blocks * s.out * s.in), -7);
   std::vector<double> bias_partials(static_cast<size_t>(blocks * s.out), -7);
-  small_linear_forward_cpu(x.data(), w.data(), b.data(), p.y.data(), s, 0, s.rows);
+  small_linear_forward_cpu(x.data(), w.data(), b.data(), ActivationKind::none, nullptr, p.y.data(),
+                           s, 0, s.rows);
   small_linear_grad_input_cpu(g.data(), w.data(), p.grad_x.data(), s, 0, s.rows);
   small_linear_grad_params_cpu(g.data(), x.data(), weight_partials.data(), bias_partials.data(), s,
                                0, blocks);
@@ -89,14 +90,35 @@ TEST_CASE("the small linear forward without a bias, split into row ranges, gives
   const auto x = random_values(static_cast<size_t>(s.rows * s.in), -2, 2, 5);
   const auto w = random_values(static_cast<size_t>(s.out * s.in), -1, 1, 6);
   std::vector<double> whole(static_cast<size_t>(s.rows * s.out)), split(whole.size());
-  small_linear_forward_cpu(x.data(), w.data(), nullptr, whole.data(), s, 0, s.rows);
-  for (int64_t r = 0; r < s.rows; r += 7)
-    small_linear_forward_cpu(x.data(), w.data(), nullptr, split.data(), s, r,
-                             std::min<int64_t>(r + 7, s.rows));
+  small_linear_forward_cpu(x.data(), w.data(), nullptr, ActivationKind::none, nullptr, whole.data(),
+                           s, 0, s.rows);
+  for (int64_t r = 0; r < s.rows; r += 7) {
+    small_linear_forward_cpu(x.data(), w.data(), nullptr, ActivationKind::none, nullptr,
+                             split.data(), s, r, std::min<int64_t>(r + 7, s.rows));
+  }
   CHECK(whole == split);
   std::vector<double> zero_bias(static_cast<size_t>(s.out), 0.0), with_zero(whole.size());
-  small_linear_forward_cpu(x.data(), w.data(), zero_bias.data(), with_zero.data(), s, 0, s.rows);
+  small_linear_forward_cpu(x.data(), w.data(), zero_bias.data(), ActivationKind::none, nullptr,
+                           with_zero.data(), s, 0, s.rows);
   CHECK(whole == with_zero);
+}
+
+TEST_CASE("the small linear forward applies its activation and keeps the pre-activation") {
+  const auto kind = GENERATE(ActivationKind::gelu, ActivationKind::sigmoid,
+                             ActivationKind::elu_plus_one, ActivationKind::relu);
+  INFO("activation " << static_cast<int>(kind));
+  const SmallLinearShape s{37, 5, 6};  // two full tiles and a partial one
+  const auto x = random_values(static_cast<size_t>(s.rows * s.in), -2, 2, 7);
+  const auto w = random_values(static_cast<size_t>(s.out * s.in), -1, 1, 8);
+  const auto b = random_values(static_cast<size_t>(s.out), -1, 1, 9);
+  std::vector<double> plain(static_cast<size_t>(s.rows * s.out)), pre(plain.size(), -7),
+      y(plain.size(), -7), activated(plain.size());
+  small_linear_forward_cpu(x.data(), w.data(), b.data(), ActivationKind::none, nullptr,
+                           plain.data(), s, 0, s.rows);
+  small_linear_forward_cpu(x.data(), w.data(), b.data(), kind, pre.data(), y.data(), s, 0, s.rows);
+  activation_forward_cpu(kind, plain.data(), activated.data(), s.rows * s.out);
+  CHECK(pre == plain);
+  CHECK(y == activated);
 }
 
 TEST_CASE("the block sum adds blocks in order, reads strided rows, and gives zeros for none") {

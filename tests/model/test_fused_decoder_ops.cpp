@@ -209,6 +209,31 @@ TEST_CASE("fused linear matches torch's linear with every activation, values and
   }
 }
 
+TEST_CASE("fused activation node matches the composed activation, values and gradients") {
+  const auto [dtype, tolerance] =
+      GENERATE(std::make_pair(torch::kDouble, 1e-12), std::make_pair(torch::kFloat, 1e-5));
+  const auto activation = GENERATE(fused::Activation::gelu, fused::Activation::sigmoid,
+                                   fused::Activation::elu_plus_one, fused::Activation::relu);
+  INFO("dtype " << dtype << ", activation " << static_cast<int>(activation));
+  torch::manual_seed(15);
+  // A transposed (non-contiguous) input, as the heads' feature map gets it.
+  const torch::Tensor x =
+      (3 * torch::randn({6, 50, 4}, torch::TensorOptions().dtype(dtype))).transpose(1, 2);
+  const torch::Tensor weights = torch::randn_like(x);
+  std::vector<torch::Tensor> results;
+  for (const bool use_fused : {true, false}) {
+    const torch::Tensor leaf = x.detach().requires_grad_();
+    const torch::Tensor y = use_fused ? fused::activation(leaf, activation)
+                                      : fused::activation_reference(leaf, activation);
+    (y * weights).sum().backward();
+    results.push_back(y.detach());
+    results.push_back(leaf.grad());
+  }
+  CHECK(results[0].sizes() == x.sizes());
+  CHECK(relative_error(results[0], results[2]) < tolerance);
+  CHECK(relative_error(results[1], results[3]) < tolerance);
+}
+
 TEST_CASE("fused linear gives the same bits with one thread and two") {
   torch::manual_seed(13);
   const torch::Tensor x = torch::randn({32, 256, 4}).requires_grad_();

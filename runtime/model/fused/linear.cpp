@@ -1,5 +1,6 @@
 #include "runtime/model/fused/linear.h"
 
+#include "kernels/activation.h"
 #include "kernels/block_sum.h"
 #include "kernels/small_linear.h"
 #include "runtime/model/fused/kernel_args.h"
@@ -33,14 +34,38 @@ SmallLinearShape shape_of(const torch::Tensor& rows, const torch::Tensor& weight
   return {rows.size(0), weight.size(1), weight.size(0)};
 }
 
-torch::Tensor small_forward(const torch::Tensor& rows, const torch::Tensor& weight,
-                            const torch::Tensor& bias) {
+// The output and, when the activation's backward reads it, the pre-activation.
+struct LinearForward {
+  torch::Tensor y, pre;
+};
+
+LinearForward small_forward(const torch::Tensor& rows, const torch::Tensor& weight,
+                            const torch::Tensor& bias, Activation activation) {
   const SmallLinearShape shape = shape_of(rows, weight);
-  const torch::Tensor y = torch::empty({shape.rows, shape.out}, rows.options());
+  LinearForward out{torch::empty({shape.rows, shape.out}, rows.options()), torch::Tensor()};
+  if (kernels::keeps_pre_activation(activation)) out.pre = torch::empty_like(out.y);
   AT_DISPATCH_FLOATING_TYPES(rows.scalar_type(), "fused linear", [&] {
     parallel_over(shape.rows, shape.in * shape.out, [&](int64_t begin, int64_t end) {
       kernels::small_linear_forward_cpu(data<scalar_t>(rows), data<scalar_t>(weight),
-                                        data<scalar_t>(bias), data<scalar_t>(y), shape, begin, end);
+                                        data<scalar_t>(bias), activation, data<scalar_t>(out.pre),
+                                        data<scalar_t>(out.y), shape, begin, end);
+    });
+  });
+  return out;
+}
+
+// About the work of one activation (an exp and a division) per element, for parallel_over.
+constexpr int64_t kActivationSteps = 4;
+
+torch::Tensor activation_forward(const torch::Tensor& pre, Activation activation) {
+  if (activation == Activation::none) return pre;
+  if (!on_cpu_kernels(pre)) return activation_reference(pre, activation);
+  const torch::Tensor x = pre.contiguous();
+  const torch::Tensor y = torch::empty_like(x);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "fused activation", [&] {
+    parallel_over(x.numel(), kActivationSteps, [&](int64_t begin, int64_t end) {
+      kernels::activation_forward_cpu(activation, data<scalar_t>(x) + begin,
+                                      data<scalar_t>(y) + begin, end - begin);
     });
   });
   return y;
@@ -88,28 +113,43 @@ std::pair<torch::Tensor, torch::Tensor> small_grad_params(const torch::Tensor& g
   return {grad_weight, grad_bias};
 }
 
-// What the backward of the activation reads: the pre-activation (GELU, elu) or the output
-// (σ, relu, whose derivatives follow from it).
-bool keeps_pre_activation(Activation activation) {
-  return activation == Activation::gelu || activation == Activation::elu_plus_one;
-}
-
-// grad with respect to the pre-activation, from `kept` (see keeps_pre_activation).
+// grad with respect to the pre-activation, from `kept`: the pre-activation or the output
+// (kernels::keeps_pre_activation).
 torch::Tensor activation_backward(const torch::Tensor& grad, const torch::Tensor& kept,
                                   Activation activation) {
-  switch (activation) {
-    case Activation::none:
-      return grad;
-    case Activation::gelu:
-      return torch::gelu_backward(grad, kept);
-    case Activation::sigmoid:
-      return torch::sigmoid_backward(grad, kept);
-    case Activation::elu_plus_one:
-      return torch::elu_backward(grad, 1, 1, 1, false, kept);
-    case Activation::relu:
-      return torch::threshold_backward(grad, kept, 0);
+  if (activation == Activation::none) return grad;
+  if (!on_cpu_kernels(grad)) {
+    switch (activation) {
+      case Activation::gelu:
+        return torch::gelu_backward(grad, kept);
+      case Activation::sigmoid:
+        return torch::sigmoid_backward(grad, kept);
+      case Activation::elu_plus_one:
+        return torch::elu_backward(grad, 1, 1, 1, false, kept);
+      case Activation::relu:
+        return torch::threshold_backward(grad, kept, 0);
+      case Activation::none:
+        break;
+    }
+    return grad;
   }
-  return grad;
+  const torch::Tensor g = grad.contiguous();
+  const torch::Tensor k = kept.contiguous();
+  const torch::Tensor grad_pre = torch::empty_like(g);
+  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "fused activation backward", [&] {
+    parallel_over(g.numel(), kActivationSteps, [&](int64_t begin, int64_t end) {
+      kernels::activation_backward_cpu(activation, data<scalar_t>(g) + begin,
+                                       data<scalar_t>(k) + begin, data<scalar_t>(grad_pre) + begin,
+                                       end - begin);
+    });
+  });
+  return grad_pre;
+}
+
+// What the backward of the activation reads (kernels::keeps_pre_activation).
+torch::Tensor kept_for_backward(const LinearForward& out, Activation activation) {
+  if (activation == Activation::none) return torch::Tensor();
+  return kernels::keeps_pre_activation(activation) ? out.pre : out.y;
 }
 
 class LinearFunction : public torch::autograd::Function<LinearFunction> {
@@ -123,21 +163,19 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
     const bool small = runs_on_small_kernel(x, weight_in);
     const torch::Tensor weight = small ? weight_in.contiguous() : weight_in;
     const torch::Tensor rows = small ? as_matrix(x).contiguous() : as_matrix(x);
-    torch::Tensor pre;
+    LinearForward out;
     if (small) {
-      pre = small_forward(rows, weight, bias);
+      out = small_forward(rows, weight, bias, activation);
     } else {
-      pre = bias.defined() ? torch::addmm(bias, rows, weight.t()) : torch::mm(rows, weight.t());
+      out.pre = bias.defined() ? torch::addmm(bias, rows, weight.t()) : torch::mm(rows, weight.t());
+      out.y = activation_forward(out.pre, activation);
     }
-    const torch::Tensor y = activation_reference(pre, activation);
-    torch::Tensor kept;
-    if (activation != Activation::none) kept = keeps_pre_activation(activation) ? pre : y;
-    ctx->save_for_backward({rows, weight, kept});
+    ctx->save_for_backward({rows, weight, kept_for_backward(out, activation)});
     ctx->saved_data["shape"] = x.sizes();
     ctx->saved_data["bias"] = bias.defined();
     ctx->saved_data["small"] = small;
     ctx->saved_data["activation"] = activation_index;
-    return {y};  // [rows, out]; linear() views it in x's shape outside the node
+    return {out.y};  // [rows, out]; linear() views it in x's shape outside the node
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -163,7 +201,30 @@ class LinearFunction : public torch::autograd::Function<LinearFunction> {
   }
 };
 
+class ActivationFunction : public torch::autograd::Function<ActivationFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x,
+                               int64_t activation_index) {
+    const auto activation = static_cast<Activation>(activation_index);
+    const torch::Tensor y = activation_forward(x, activation);
+    ctx->save_for_backward({kernels::keeps_pre_activation(activation) ? x : y});
+    ctx->saved_data["activation"] = activation_index;
+    return {y};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto activation = static_cast<Activation>(ctx->saved_data["activation"].toInt());
+    return {activation_backward(grads[0], ctx->get_saved_variables()[0], activation),
+            torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor activation(const torch::Tensor& x, Activation activation) {
+  if (activation == Activation::none) return x;
+  return ActivationFunction::apply(x, static_cast<int64_t>(activation))[0];
+}
 
 torch::Tensor activation_reference(const torch::Tensor& x, Activation activation) {
   switch (activation) {

@@ -1,12 +1,13 @@
 #pragma once
 
+#include "kernels/activation.h"
 #include "runtime/torch.h"
 
 namespace memscript::fused {
 
 // What fused::linear applies to x Wᵀ + b before returning it: the MLP's GELU, DeltaNet's β =
-// σ(·), linear attention's feature maps elu(·) + 1 and relu(·).
-enum class Activation { none, gelu, sigmoid, elu_plus_one, relu };
+// σ(·), linear attention's feature maps elu(·) + 1 and relu(·) (kernels/activation.h).
+using Activation = kernels::ActivationKind;
 
 // y = activation(x Wᵀ + b) over the last axis of x (any leading shape) as one autograd node:
 // x is read as a [rows, in] matrix, so a [batch, length, in] activation costs one addmm forward
@@ -16,7 +17,11 @@ enum class Activation { none, gelu, sigmoid, elu_plus_one, relu };
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      Activation activation = Activation::none);
 
-// The activation alone, from composed libtorch ops (for what fused::linear cannot fold in).
+// The activation alone as one autograd node: kernels/activation.h on the CPU (float32,
+// float64), composed libtorch ops elsewhere.
+torch::Tensor activation(const torch::Tensor& x, Activation activation);
+
+// The activation from composed libtorch ops: what the tests check the kernels against.
 torch::Tensor activation_reference(const torch::Tensor& x, Activation activation);
 
 inline torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x,

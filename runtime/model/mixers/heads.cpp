@@ -48,7 +48,7 @@ torch::Tensor project_query_or_key(const torch::nn::Linear& projection, const to
   // Normalized on the [batch, length, heads, head_dim] view, whose rows are contiguous.
   const torch::Tensor unit =
       fused::l2_normalize(fused::linear(projection, x).unflatten(-1, {heads, -1}));
-  return fused::activation_reference(unit, feature_map).transpose(1, 2);
+  return fused::activation(unit, feature_map).transpose(1, 2);
 }
 
 }  // namespace
