@@ -23,10 +23,13 @@
 //
 // Every gate is a·σ(k·(x + shift)) + b (GateActivation), and the cells' formulas are the inline
 // functions below, shared by the CUDA kernel (one thread per batch row and channel, all the
-// steps of one channel) and the CPU loop. The CPU loop runs one batch row in chunks of steps:
-// first every gate of the chunk (one pass over contiguous memory, which vectorizes), then the
-// recurrence itself (the only part that has to go step by step), then the outputs. Both
-// evaluate the same expressions in the same order, so they agree to the bit.
+// steps of one channel) and the CPU loop. The CPU loop steps the channels of several batch rows
+// side by side (at least 32 channels: a batch row has 4 in the study's models, too few for a
+// vector register) in chunks of steps: the chunk's inputs are gathered into [step][channel]
+// arrays, then every gate of the chunk is computed, then the recurrence itself (the only part
+// that has to go step by step, one vector operation per step for all the channels), then the
+// outputs, which are scattered back. Both evaluate the same expressions in the same order, so
+// they agree to the bit.
 
 #include <cstdint>
 
