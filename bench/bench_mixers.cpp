@@ -38,6 +38,7 @@ struct Settings {
   int threads = 1;
   Budget budget;
   bool steps = true;
+  bool reference = true;  // the step table's reference column
   bool scaling = true;
   bool pytorch_asked = true;  // the part was asked for
   bool pytorch = true;        // ... and can run
@@ -143,12 +144,17 @@ void print_step_table(Bench& bench) {
     for (const int64_t length : s.lengths) {
       for (const std::string& mixer : s.mixers) {
         const Measurement& fused = bench.measure({mixer, preset, length, "fused"}, s.batch);
-        const Measurement& reference = bench.measure({mixer, preset, length, "reference"}, s.batch);
         fell_back = fell_back || fused.ran != "fused";
-        std::printf("%-17s %-10s %6lld %9lld %10.3f%1s %14.3f %8.2fx\n", mixer.c_str(),
-                    preset.c_str(), static_cast<long long>(length),
-                    static_cast<long long>(fused.parameters), fused.ms,
-                    impl_note(fused, "fused").c_str(), reference.ms, reference.ms / fused.ms);
+        std::printf("%-17s %-10s %6lld %9lld %10.3f%1s", mixer.c_str(), preset.c_str(),
+                    static_cast<long long>(length), static_cast<long long>(fused.parameters),
+                    fused.ms, impl_note(fused, "fused").c_str());
+        if (s.reference) {
+          const Measurement& reference =
+              bench.measure({mixer, preset, length, "reference"}, s.batch);
+          std::printf(" %14.3f %8.2fx\n", reference.ms, reference.ms / fused.ms);
+        } else {
+          std::printf(" %14s %9s\n", "-", "-");
+        }
         std::fflush(stdout);
       }
     }
@@ -315,6 +321,7 @@ Settings parse(int argc, char** argv) {
       ("max-repeats", "most timed steps", cxxopts::value<int>()->default_value("50"))
       ("budget", "seconds of timed steps per case beyond the fewest (env MEMSCRIPT_BENCH_BUDGET)",
        cxxopts::value<double>()->default_value(env_or("MEMSCRIPT_BENCH_BUDGET", "0.3")))
+      ("fused-only", "time impl = \"fused\" alone: no reference column in the step table")
       ("parts", "comma-separated parts: steps, scaling, pytorch (env MEMSCRIPT_BENCH_PARTS)",
        cxxopts::value<std::string>()->default_value(env_or("MEMSCRIPT_BENCH_PARTS", "steps,scaling,pytorch")))
       ("scaling-preset", "preset of the time-against-length table",
@@ -347,6 +354,7 @@ Settings parse(int argc, char** argv) {
     return std::find(parts.begin(), parts.end(), part) != parts.end();
   };
   s.steps = wants("steps");
+  s.reference = parsed.count("fused-only") == 0;
   s.scaling = wants("scaling");
   s.python = parsed["python"].as<std::string>();
   s.script = parsed["script"].as<std::string>();

@@ -5,17 +5,18 @@
 //   o_i = Σ_{j ≤ p_i} P_ij v_j,   P_ij = softmax_j(s_ij),   s_ij = scale · q_i · k_j
 //
 // where query i sits at position p_i = keys − queries + i (the queries are the last of the keys:
-// with a cache of earlier keys and values in front, p_i counts them). Each query's scores are
-// computed into a row, exponentiated and summed in one pass over that row, so the work is
-// O(queries · keys · head_dim) and the memory one row per head, whatever the length.
-// libtorch's CPU flash attention calls a BLAS product per block of queries, which at the
-// study's head size (4) cost more than the attention itself.
+// with a cache of earlier keys and values in front, p_i counts them). Sixteen queries go through
+// at a time, one per vector lane, in two passes over the keys they see (the largest score, then
+// the exponentials and the weighted sum), so the work is O(queries · keys · head_dim) and the
+// memory one score per key, whatever the length. libtorch's CPU flash attention calls a BLAS
+// product per block of queries, which at the study's head size (4) cost more than the attention
+// itself.
 //
 // Backward, with the forward's log-sum-exp ℓ_i = log Σ_j exp(s_ij) kept per query:
 //   P_ij = exp(s_ij − ℓ_i),  dP_ij = ∂o_i · v_j,  δ_i = ∂o_i · o_i,  dS_ij = P_ij (dP_ij − δ_i)
 //   ∂q_i = scale Σ_j dS_ij k_j,  ∂k_j = scale Σ_i dS_ij q_i,  ∂v_j = Σ_i P_ij ∂o_i
-// One head per work item, queries in order: the sums over i are in a fixed order, so the
-// gradients are the same bits for any thread count.
+// One head per work item; the sums over i add each lane's queries in order, then the lanes in
+// order, so the gradients are the same bits for any thread count.
 //
 // There is no CUDA kernel: on a GPU the GPT mixer runs libtorch's fused attention.
 

@@ -1,211 +1,199 @@
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
-#include <vector>
 
 #include "causal_attention.h"
 #include "fast_exp.h"
 #include "fixed_dims.h"
+#include "row_tile.h"
 
 namespace memscript::kernels {
 
 namespace {
 
-// A head's keys and values are copied transposed, [head_dim, keys], so that every pass over
-// the keys of one query runs along contiguous memory and vectorizes: scores, exponentials,
-// the weighted sums and the gradient updates are all loops over keys.
+// Queries go through in tiles of kTileRows, one query per vector lane (row_tile.h), and every
+// pass walks the keys that the tile's last query sees, each key's numbers broadcast to all
+// lanes. A lane masks out the keys past its own query. So every loop is whole vectors whatever
+// the length (the study trains at 16 and 32 keys, shorter than one vector of keys), and each
+// query's sums over keys run in key order.
 //
-// Sums over keys use kLanes partial sums added in a fixed order at the end: the compiler may
-// vectorize them with any width, and the result stays the same bits on every machine. Rows of
-// keys are padded to a multiple of kLanes (zero keys and values, zero probability), so that no
-// pass over a row ends in a scalar tail: at the training lengths (16, 32) most rows are shorter
-// than one vector.
-constexpr int64_t kLanes = 16;
-
-int64_t padded(int64_t count) { return (count + kLanes - 1) / kLanes * kLanes; }
+// The key and value gradients are sums over queries: each lane adds its queries' terms into
+// per-key partials in tile order, and the lanes are added in lane order at the end of the head.
+// One head per work item, so the gradients are the same bits for any thread count.
 
 template <typename T>
-T dot_over_keys(const T* __restrict a, const T* __restrict b, int64_t n) {
-  T part[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) part[l] += a[j + l] * b[j + l];
-  }
-  T sum = 0;
-  for (int64_t l = 0; l < kLanes; ++l) sum += part[l];
-  for (; j < n; ++j) sum += a[j] * b[j];
-  return sum;
+Lanes<T> log_lanes(Lanes<T> x) {
+  for (int64_t r = 0; r < kTileRows; ++r) x[r] = std::log(x[r]);
+  return x;
 }
 
-// The largest of a[0 .. n): exact whatever the order, so it may go lane by lane.
-template <typename T>
-T max_over_keys(const T* __restrict a, int64_t n) {
-  T part[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l) part[l] = -std::numeric_limits<T>::infinity();
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) part[l] = part[l] < a[j + l] ? a[j + l] : part[l];
-  }
-  T largest = -std::numeric_limits<T>::infinity();
-  for (int64_t l = 0; l < kLanes; ++l) largest = largest < part[l] ? part[l] : largest;
-  for (; j < n; ++j) largest = largest < a[j] ? a[j] : largest;
-  return largest;
-}
-
-template <typename T>
-T sum_over_keys(const T* __restrict a, int64_t n) {
-  T part[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) part[l] += a[j + l];
-  }
-  T sum = 0;
-  for (int64_t l = 0; l < kLanes; ++l) sum += part[l];
-  for (; j < n; ++j) sum += a[j];
-  return sum;
-}
-
-// x[c][j] = view.at(b, h, j)[c] for the head's keys: [dim, padded(keys)], zero past the keys.
-template <typename T>
-void transpose_head(const SequenceView<const T>& view, int64_t b, int64_t h, int64_t keys,
-                    int64_t dim, T* x) {
-  const int64_t stride = padded(keys);
-  std::fill(x, x + dim * stride, T(0));
-  for (int64_t j = 0; j < keys; ++j) {
-    const T* row = view.at(b, h, j);
-    for (int64_t c = 0; c < dim; ++c) x[c * stride + j] = row[c];
-  }
-}
-
-// row[j] = exp(row[j] − shift) for the keys a query sees (j < count), 0 for the padding.
-template <typename T>
-void exponentiate(T* __restrict row, int64_t count, T shift) {
-  for (int64_t j = 0; j < padded(count); ++j) {
-    const T e = exp_of(row[j] - shift);
-    row[j] = j < count ? e : T(0);
-  }
-}
-
-// scores[j] = scale · q · k_j over the padded row of keys j < count (from the transposed keys,
-// row stride `stride`); −∞ past count, where the query must not look.
-template <typename T>
-void scores_of(const T* __restrict q, const T* __restrict keys_t, int64_t stride, int64_t count,
-               int64_t dim, T scale, T* __restrict scores) {
-  const int64_t width = padded(count);
-  std::fill(scores, scores + width, T(0));
-  for (int64_t c = 0; c < dim; ++c) {
-    const T qc = q[c];
-    const T* k = keys_t + c * stride;
-    for (int64_t j = 0; j < width; ++j) scores[j] += qc * k[j];
-  }
-  for (int64_t j = 0; j < width; ++j)
-    scores[j] = j < count ? scores[j] * scale : -std::numeric_limits<T>::infinity();
-}
-
-// Per head: the transposed keys and values, and one row of scores.
-template <typename T>
-struct HeadScratch {
-  std::vector<T> keys_t, values_t, scores, grad_keys_t, grad_values_t, grad_scores;
+// Queries [first, first + count) of one head.
+struct QueryTile {
+  int64_t b, h, first, count;
 };
 
-template <typename T, int64_t Dim>
-void forward_head(const AttentionForward<T>& p, int64_t head, HeadScratch<T>& w) {
-  const AttentionShape& s = p.shape;
-  const int64_t b = head / s.heads, h = head % s.heads, dim = dim_of<Dim>(s.head_dim);
-  const int64_t stride = padded(s.keys);
-  transpose_head(p.k, b, h, s.keys, dim, w.keys_t.data());
-  transpose_head(p.v, b, h, s.keys, dim, w.values_t.data());
-  T* scores = w.scores.data();
-  for (int64_t i = 0; i < s.queries; ++i) {
-    const int64_t count = s.last_key(i) + 1, width = padded(count);
-    scores_of(p.q.at(b, h, i), w.keys_t.data(), stride, count, dim, p.scale, scores);
-    const T largest = max_over_keys(scores, width);
-    exponentiate(scores, count, largest);
-    const T total = sum_over_keys(scores, width);
-    T* out = p.out.at(b, h, i);
-    for (int64_t c = 0; c < dim; ++c)
-      out[c] = dot_over_keys(scores, w.values_t.data() + c * stride, width) / total;
-    if (p.log_sum_exp) p.log_sum_exp[head * s.queries + i] = largest + std::log(total);
-  }
+// Per lane, the last key its query sees, as a number (−1 past the tile's queries); and the
+// number of keys the tile's passes walk.
+template <typename T>
+Lanes<T> last_keys(const AttentionShape& s, const QueryTile& tile) {
+  Lanes<T> last = broadcast<T>(T(-1));
+  for (int64_t r = 0; r < tile.count; ++r) last[r] = static_cast<T>(s.last_key(tile.first + r));
+  return last;
+}
+inline int64_t keys_walked(const AttentionShape& s, const QueryTile& tile) {
+  return s.last_key(tile.first + tile.count - 1) + 1;
 }
 
-template <typename T, int64_t Dim>
-void backward_head(const AttentionBackward<T>& p, int64_t head, HeadScratch<T>& w) {
-  const AttentionShape& s = p.shape;
-  const int64_t b = head / s.heads, h = head % s.heads, dim = dim_of<Dim>(s.head_dim);
-  const int64_t stride = padded(s.keys);
-  transpose_head(p.k, b, h, s.keys, dim, w.keys_t.data());
-  transpose_head(p.v, b, h, s.keys, dim, w.values_t.data());
-  std::fill(w.grad_keys_t.begin(), w.grad_keys_t.end(), T(0));
-  std::fill(w.grad_values_t.begin(), w.grad_values_t.end(), T(0));
-  T* probabilities = w.scores.data();
-  T* grad_scores = w.grad_scores.data();
-  for (int64_t i = 0; i < s.queries; ++i) {
-    const int64_t count = s.last_key(i) + 1, width = padded(count);
-    const T* q = p.q.at(b, h, i);
-    const T* grad_out = p.grad_out.at(b, h, i);
-    const T* out = p.out.at(b, h, i);
-    scores_of(q, w.keys_t.data(), stride, count, dim, p.scale, probabilities);
-    exponentiate(probabilities, count, p.log_sum_exp[head * s.queries + i]);
-    // dP_ij = ∂o_i · v_j, then dS_ij = P_ij (dP_ij − ∂o_i · o_i) (times the scale, for ∂q, ∂k).
-    T along = 0;
-    for (int64_t c = 0; c < dim; ++c) along += grad_out[c] * out[c];
-    std::fill(grad_scores, grad_scores + width, T(0));
-    for (int64_t c = 0; c < dim; ++c) {
-      const T g = grad_out[c];
-      const T* v = w.values_t.data() + c * stride;
-      T* grad_v = w.grad_values_t.data() + c * stride;
-      for (int64_t j = 0; j < width; ++j) {
-        grad_scores[j] += g * v[j];
-        grad_v[j] += probabilities[j] * g;
-      }
-    }
-    for (int64_t j = 0; j < width; ++j)
-      grad_scores[j] = probabilities[j] * (grad_scores[j] - along) * p.scale;
-    T* grad_q = p.grad_q.at(b, h, i);
-    for (int64_t c = 0; c < dim; ++c) {
-      grad_q[c] = dot_over_keys(grad_scores, w.keys_t.data() + c * stride, width);
-      const T qc = q[c];
-      T* grad_k = w.grad_keys_t.data() + c * stride;
-      for (int64_t j = 0; j < width; ++j) grad_k[j] += grad_scores[j] * qc;
-    }
-  }
-  for (int64_t j = 0; j < s.keys; ++j) {
-    T* grad_k = p.grad_k.at(b, h, j);
-    T* grad_v = p.grad_v.at(b, h, j);
-    for (int64_t c = 0; c < dim; ++c) {
-      grad_k[c] = w.grad_keys_t[c * stride + j];
-      grad_v[c] = w.grad_values_t[c * stride + j];
-    }
+// columns[c][r] = view.at(b, h, first + r)[c] for the tile's queries, zero past them.
+template <typename T>
+void load_queries(const SequenceView<const T>& view, const QueryTile& tile, int64_t dim,
+                  Lanes<T>* columns) {
+  for (int64_t c = 0; c < dim; ++c) columns[c] = Lanes<T>{};
+  for (int64_t r = 0; r < tile.count; ++r) {
+    const T* row = view.at(tile.b, tile.h, tile.first + r);
+    for (int64_t c = 0; c < dim; ++c) columns[c][r] = row[c];
   }
 }
 
 template <typename T>
-HeadScratch<T> scratch_for(const AttentionShape& s, bool backward) {
-  const auto matrix = static_cast<size_t>(padded(s.keys) * s.head_dim);
-  const auto row = static_cast<size_t>(padded(s.keys));
-  HeadScratch<T> w{std::vector<T>(matrix), std::vector<T>(matrix), std::vector<T>(row), {}, {}, {}};
-  if (backward) {
-    w.grad_keys_t.resize(matrix);
-    w.grad_values_t.resize(matrix);
-    w.grad_scores.resize(row);
+void store_queries(const Lanes<T>* columns, const QueryTile& tile, int64_t dim,
+                   const SequenceView<T>& view) {
+  for (int64_t r = 0; r < tile.count; ++r) {
+    T* row = view.at(tile.b, tile.h, tile.first + r);
+    for (int64_t c = 0; c < dim; ++c) row[c] = columns[c][r];
   }
-  return w;
+}
+
+// scale · q · k for every lane, the sum over dimensions in order.
+template <typename T>
+Lanes<T> scores_of(const Lanes<T>* q, const T* k, int64_t dim, T scale) {
+  Lanes<T> s{};
+  for (int64_t c = 0; c < dim; ++c) s += q[c] * k[c];
+  return s * scale;
+}
+
+// `columns` holds 2 · dim columns, `scores` one per key.
+template <typename T, int64_t Dim>
+void forward_tile(const AttentionForward<T>& p, const QueryTile& tile, Lanes<T>* columns,
+                  Lanes<T>* scores) {
+  const int64_t dim = dim_of<Dim>(p.shape.head_dim);
+  Lanes<T>* q = columns;
+  Lanes<T>* acc = columns + dim;
+  load_queries(p.q, tile, dim, q);
+  const Lanes<T> last = last_keys<T>(p.shape, tile);
+  const int64_t keys = keys_walked(p.shape, tile);
+  const Lanes<T> minus_infinity = broadcast<T>(-std::numeric_limits<T>::infinity());
+  Lanes<T> largest = minus_infinity;
+  for (int64_t j = 0; j < keys; ++j) {
+    const Lanes<T> s = scores_of(q, p.k.at(tile.b, tile.h, j), dim, p.scale);
+    const auto seen = broadcast<T>(static_cast<T>(j)) <= last;
+    scores[j] = seen ? s : minus_infinity;
+    largest = scores[j] > largest ? scores[j] : largest;
+  }
+  Lanes<T> total{};
+  for (int64_t c = 0; c < dim; ++c) acc[c] = Lanes<T>{};
+  for (int64_t j = 0; j < keys; ++j) {
+    const auto seen = broadcast<T>(static_cast<T>(j)) <= last;
+    const Lanes<T> e = seen ? exp_lanes(scores[j] - largest) : Lanes<T>{};
+    total += e;
+    const T* v = p.v.at(tile.b, tile.h, j);
+    for (int64_t c = 0; c < dim; ++c) acc[c] += e * v[c];
+  }
+  for (int64_t c = 0; c < dim; ++c) acc[c] /= total;
+  store_queries(acc, tile, dim, p.out);
+  if (p.log_sum_exp) {
+    store_lanes(largest + log_lanes<T>(total), tile.count,
+                p.log_sum_exp + (tile.b * p.shape.heads + tile.h) * p.shape.queries + tile.first);
+  }
+}
+
+// The tile's terms of the head's key and value gradients go into per-lane partials,
+// grad_keys[j · dim + c] and grad_values[j · dim + c].
+template <typename T, int64_t Dim>
+void backward_tile(const AttentionBackward<T>& p, const QueryTile& tile, Lanes<T>* columns,
+                   Lanes<T>* grad_keys, Lanes<T>* grad_values) {
+  const int64_t dim = dim_of<Dim>(p.shape.head_dim);
+  Lanes<T>* q = columns;
+  Lanes<T>* grad_out = q + dim;
+  Lanes<T>* out = grad_out + dim;
+  Lanes<T>* grad_q = out + dim;
+  load_queries(p.q, tile, dim, q);
+  load_queries(p.grad_out, tile, dim, grad_out);
+  load_queries(p.out, tile, dim, out);
+  const Lanes<T> log_sum_exp = load_lanes(
+      p.log_sum_exp + (tile.b * p.shape.heads + tile.h) * p.shape.queries + tile.first, tile.count);
+  const Lanes<T> last = last_keys<T>(p.shape, tile);
+  const int64_t keys = keys_walked(p.shape, tile);
+  // dP_ij = ∂o_i · v_j, then dS_ij = P_ij (dP_ij − ∂o_i · o_i) (times the scale, for ∂q, ∂k).
+  Lanes<T> along{};
+  for (int64_t c = 0; c < dim; ++c) along += grad_out[c] * out[c];
+  for (int64_t c = 0; c < dim; ++c) grad_q[c] = Lanes<T>{};
+  for (int64_t j = 0; j < keys; ++j) {
+    const T* k = p.k.at(tile.b, tile.h, j);
+    const T* v = p.v.at(tile.b, tile.h, j);
+    const Lanes<T> s = scores_of(q, k, dim, p.scale);
+    const auto seen = broadcast<T>(static_cast<T>(j)) <= last;
+    const Lanes<T> probability = seen ? exp_lanes(s - log_sum_exp) : Lanes<T>{};
+    Lanes<T> grad_probability{};
+    for (int64_t c = 0; c < dim; ++c) grad_probability += grad_out[c] * v[c];
+    const Lanes<T> grad_score = probability * (grad_probability - along) * p.scale;
+    Lanes<T>* grad_k = grad_keys + j * dim;
+    Lanes<T>* grad_v = grad_values + j * dim;
+    for (int64_t c = 0; c < dim; ++c) {
+      grad_q[c] += grad_score * k[c];
+      grad_k[c] += grad_score * q[c];
+      grad_v[c] += probability * grad_out[c];
+    }
+  }
+  store_queries(grad_q, tile, dim, p.grad_q);
+}
+
+// Calls body(tile) for the query tiles of a head.
+template <typename F>
+void for_query_tiles(const AttentionShape& s, int64_t head, F&& body) {
+  const int64_t b = head / s.heads, h = head % s.heads;
+  for (int64_t first = 0; first < s.queries; first += kTileRows)
+    body(QueryTile{b, h, first, std::min(kTileRows, s.queries - first)});
 }
 
 template <typename T>
 void forward_heads(const AttentionForward<T>& p, int64_t begin, int64_t end) {
-  HeadScratch<T> scratch = scratch_for<T>(p.shape, false);
+  TileScratch<T> columns(2 * p.shape.head_dim);
+  TileScratch<T> scores(p.shape.keys);
   with_fixed_dims(p.shape.head_dim, p.shape.head_dim, [&]<int64_t Dim, int64_t>() {
-    for (int64_t head = begin; head < end; ++head) forward_head<T, Dim>(p, head, scratch);
+    for (int64_t head = begin; head < end; ++head) {
+      for_query_tiles(p.shape, head, [&](const QueryTile& tile) {
+        forward_tile<T, Dim>(p, tile, columns.data(), scores.data());
+      });
+    }
   });
 }
 
 template <typename T>
 void backward_heads(const AttentionBackward<T>& p, int64_t begin, int64_t end) {
-  HeadScratch<T> scratch = scratch_for<T>(p.shape, true);
-  with_fixed_dims(p.shape.head_dim, p.shape.head_dim, [&]<int64_t Dim, int64_t>() {
-    for (int64_t head = begin; head < end; ++head) backward_head<T, Dim>(p, head, scratch);
+  const AttentionShape& s = p.shape;
+  const int64_t per_head = s.keys * s.head_dim;
+  TileScratch<T> columns(4 * s.head_dim);
+  TileScratch<T> partials(2 * per_head);
+  std::vector<T> sums(static_cast<size_t>(2 * per_head));
+  with_fixed_dims(s.head_dim, s.head_dim, [&]<int64_t Dim, int64_t>() {
+    for (int64_t head = begin; head < end; ++head) {
+      Lanes<T>* grad_keys = partials.data();
+      Lanes<T>* grad_values = grad_keys + per_head;
+      std::fill(grad_keys, grad_keys + 2 * per_head, Lanes<T>{});
+      for_query_tiles(s, head, [&](const QueryTile& tile) {
+        backward_tile<T, Dim>(p, tile, columns.data(), grad_keys, grad_values);
+      });
+      sum_lanes(grad_keys, 2 * per_head, sums.data());
+      const int64_t b = head / s.heads, h = head % s.heads;
+      for (int64_t j = 0; j < s.keys; ++j) {
+        std::copy(sums.begin() + j * s.head_dim, sums.begin() + (j + 1) * s.head_dim,
+                  p.grad_k.at(b, h, j));
+        std::copy(sums.begin() + per_head + j * s.head_dim,
+                  sums.begin() + per_head + (j + 1) * s.head_dim, p.grad_v.at(b, h, j));
+      }
+    }
   });
 }
 
