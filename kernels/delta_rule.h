@@ -249,8 +249,10 @@ inline int64_t delta_rule_blocks(int64_t threads) {
   return (threads + kDeltaRuleThreadsPerBlock - 1) / kDeltaRuleThreadsPerBlock;
 }
 
-// CPU: rows [begin, end) of shape.row_count() (forward), heads [begin, end) of
-// shape.head_count() (backward); the caller splits the range across its thread pool.
+// CPU: heads [begin, end) of shape.head_count(); the caller splits the range across its thread
+// pool. Heads with small states (the study's 4 x 4) step together, one per vector lane; each
+// lane evaluates the bodies above in the same order, so the bits are those of one head at a
+// time (and of the CUDA kernels).
 void delta_rule_forward_cpu(const DeltaRuleForward<float>& p, int64_t begin, int64_t end);
 void delta_rule_forward_cpu(const DeltaRuleForward<double>& p, int64_t begin, int64_t end);
 void delta_rule_backward_cpu(const DeltaRuleBackward<float>& p, int64_t begin, int64_t end);

@@ -1,28 +1,283 @@
+#include <algorithm>
+
 #include "delta_rule.h"
+#include "row_tile.h"
 
 namespace memscript::kernels {
 
 namespace {
+
+// Heads whose state has at most this many numbers step together, one head per vector lane: at
+// the study's sizes (4 x 4) a row of the state is 4 numbers, too few for a vector register, and
+// every sum over a row would be a chain of dependent additions. Each lane evaluates the CUDA
+// bodies' expressions (delta_rule.h) in the same order, so the results are the same bits as one
+// head at a time. Larger states keep the per-row loops of those bodies, which vectorize along
+// the row.
+constexpr int64_t kLanesMaxMatrix = 64;
+
+// The heads [first, first + count) of one group, and each lane's batch element and head. Lanes
+// past `count` repeat the first head (so that they read valid memory) and are never written
+// back.
+struct HeadGroup {
+  int64_t first;
+  int64_t count;
+  int64_t batch[kTileRows];
+  int64_t head_in_batch[kTileRows];
+
+  HeadGroup(int64_t first_, int64_t count_, int64_t heads) : first(first_), count(count_) {
+    for (int64_t l = 0; l < kTileRows; ++l) {
+      batch[l] = head(l) / heads;
+      head_in_batch[l] = head(l) % heads;
+    }
+  }
+  int64_t head(int64_t lane) const { return first + (lane < count ? lane : 0); }
+};
+
+// Per lane, where its head's numbers of step t start in a [batch, heads, length, width] view.
 template <typename T>
-void forward_rows(const DeltaRuleForward<T>& p, int64_t begin, int64_t end) {
-  with_fixed_dims(p.shape.key_dim, p.shape.value_dim, [&]<int64_t KeyDim, int64_t>() {
-    for (int64_t row = begin; row < end; ++row) delta_rule_forward_row<T, KeyDim>(p, row);
+struct LaneRows {
+  T* rows[kTileRows];
+};
+
+template <typename T>
+LaneRows<T> rows_at(const SequenceView<T>& view, const HeadGroup& group, int64_t t) {
+  LaneRows<T> at;
+  for (int64_t l = 0; l < kTileRows; ++l)
+    at.rows[l] = view.at(group.batch[l], group.head_in_batch[l], t);
+  return at;
+}
+
+// Per lane, its head's `size` numbers of a per-head array: base + head · stride.
+template <typename T>
+LaneRows<T> heads_of(T* base, int64_t stride, const HeadGroup& group) {
+  LaneRows<T> at;
+  for (int64_t l = 0; l < kTileRows; ++l) at.rows[l] = base + group.head(l) * stride;
+  return at;
+}
+
+// columns[c][l] = rows[l][c] for c < width (Width > 0: fixed at compile time), every lane.
+template <int64_t Width, typename T>
+void gather(const LaneRows<const T>& at, int64_t width, Lanes<T>* columns) {
+  if constexpr (Width > 0) {
+    T packed[kTileRows * Width];
+    for (int64_t l = 0; l < kTileRows; ++l)
+      std::copy(at.rows[l], at.rows[l] + Width, packed + l * Width);
+    packed_rows_to_tile<Width>(packed, columns);
+  } else {
+    for (int64_t c = 0; c < width; ++c) {
+      for (int64_t l = 0; l < kTileRows; ++l) columns[c][l] = at.rows[l][c];
+    }
+  }
+}
+
+// rows[l][c] = columns[c][l] for the group's lanes.
+template <int64_t Width, typename T>
+void scatter(const Lanes<T>* columns, int64_t width, const HeadGroup& group,
+             const LaneRows<T>& at) {
+  if constexpr (Width > 0) {
+    T packed[kTileRows * Width];
+    tile_to_packed_rows<Width>(columns, packed);
+    for (int64_t l = 0; l < group.count; ++l)
+      std::copy(packed + l * Width, packed + (l + 1) * Width, at.rows[l]);
+  } else {
+    for (int64_t l = 0; l < group.count; ++l) {
+      for (int64_t c = 0; c < width; ++c) at.rows[l][c] = columns[c][l];
+    }
+  }
+}
+
+// One step's inputs of every lane's head, as columns.
+template <typename T, int64_t Dk, int64_t Dv>
+struct StepInputs {
+  int64_t dk, dv;
+  Lanes<T>* q;  // [dk]
+  Lanes<T>* k;  // [dk]
+  Lanes<T>* v;  // [dv]
+  Lanes<T> beta, alpha;
+
+  // Reads the step's k, v, β and α (1 without decay); q only when asked.
+  template <typename P>
+  void read(const P& p, const HeadGroup& group, int64_t t, bool with_q) {
+    gather<Dk>(rows_at(p.k, group, t), dk, k);
+    gather<Dv>(rows_at(p.v, group, t), dv, v);
+    if (with_q) gather<Dk>(rows_at(p.q, group, t), dk, q);
+    gather<1>(rows_at(p.beta, group, t), 1, &beta);
+    if (p.alpha) {
+      gather<1>(rows_at(p.alpha, group, t), 1, &alpha);
+    } else {
+      alpha = broadcast<T>(T(1));
+    }
+  }
+};
+
+// delta_rule_row_step on every row of every lane's state S ([dv][dk] columns).
+template <typename T>
+void step_state(Lanes<T>* state, const Lanes<T>* k, const Lanes<T>* v, Lanes<T> beta,
+                Lanes<T> alpha, int64_t dk, int64_t dv) {
+  for (int64_t i = 0; i < dv; ++i) {
+    Lanes<T>* s = state + i * dk;
+    Lanes<T> recalled{};
+    for (int64_t j = 0; j < dk; ++j) {
+      s[j] *= alpha;
+      recalled += s[j] * k[j];
+    }
+    const Lanes<T> correction = beta * (v[i] - recalled);
+    for (int64_t j = 0; j < dk; ++j) s[j] += correction * k[j];
+  }
+}
+
+// delta_rule_forward_row for every row of the group's heads.
+template <typename T, int64_t Dk, int64_t Dv>
+void forward_group(const DeltaRuleForward<T>& p, const HeadGroup& group) {
+  constexpr int64_t Matrix = Dk * Dv;
+  const DeltaRuleShape& s = p.shape;
+  const int64_t dk = dim_of<Dk>(s.key_dim), dv = dim_of<Dv>(s.value_dim);
+  const int64_t matrix = dk * dv;
+  TileScratch<T> columns(matrix + 2 * dk + 2 * dv);
+  Lanes<T>* state = columns.data();
+  StepInputs<T, Dk, Dv> in{dk, dv, state + matrix, state + matrix + dk, state + matrix + 2 * dk,
+                           {}, {}};
+  Lanes<T>* out = in.v + dv;
+  if (p.state_in) gather<Matrix>(heads_of(p.state_in, matrix, group), matrix, state);
+  const int64_t checkpoint_stride = s.checkpoint_count() * matrix;
+  for (int64_t t = 0; t < s.length; ++t) {
+    if (p.checkpoints && t % s.checkpoint_every == 0) {
+      const int64_t at = t / s.checkpoint_every * matrix;
+      scatter<Matrix>(state, matrix, group, heads_of(p.checkpoints + at, checkpoint_stride, group));
+    }
+    in.read(p, group, t, true);
+    step_state<T>(state, in.k, in.v, in.beta, in.alpha, dk, dv);
+    for (int64_t i = 0; i < dv; ++i) {
+      Lanes<T> output{};
+      for (int64_t j = 0; j < dk; ++j) output += state[i * dk + j] * in.q[j];
+      out[i] = output;
+    }
+    scatter<Dv>(out, dv, group, rows_at(p.outputs, group, t));
+  }
+  scatter<Matrix>(state, matrix, group, heads_of(p.state_out, matrix, group));
+}
+
+// delta_rule_backward_head for every lane's head.
+template <typename T, int64_t Dk, int64_t Dv>
+void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
+  constexpr int64_t Matrix = Dk * Dv;
+  const DeltaRuleShape& s = p.shape;
+  const int64_t dk = dim_of<Dk>(s.key_dim), dv = dim_of<Dv>(s.value_dim);
+  const int64_t matrix = dk * dv, every = s.checkpoint_every;
+  // ds, the states of one segment, the step's inputs, and the step's gradients.
+  TileScratch<T> columns((every + 2) * matrix + 4 * dk + 3 * dv);
+  Lanes<T>* ds = columns.data();
+  Lanes<T>* states = ds + matrix;
+  Lanes<T>* rest = states + (every + 1) * matrix;
+  StepInputs<T, Dk, Dv> in{dk, dv, rest, rest + dk, rest + 2 * dk, {}, {}};
+  Lanes<T>* grad_output = in.v + dv;
+  Lanes<T>* grad_q = grad_output + dv;
+  Lanes<T>* grad_k = grad_q + dk;
+  Lanes<T>* grad_v = grad_k + dk;
+  if (p.grad_state_out) gather<Matrix>(heads_of(p.grad_state_out, matrix, group), matrix, ds);
+  const int64_t checkpoint_stride = s.checkpoint_count() * matrix;
+  for (int64_t segment = s.checkpoint_count() - 1; segment >= 0; --segment) {
+    const int64_t start = segment * every;
+    const int64_t end = std::min(start + every, s.length);
+    // delta_rule_recompute_segment: states[n + 1] is the state after token start + n.
+    gather<Matrix>(heads_of(p.checkpoints + segment * matrix, checkpoint_stride, group), matrix,
+                   states);
+    for (int64_t t = start; t < end; ++t) {
+      Lanes<T>* next = states + (t - start + 1) * matrix;
+      std::copy(next - matrix, next, next);
+      in.read(p, group, t, false);
+      step_state<T>(next, in.k, in.v, in.beta, in.alpha, dk, dv);
+    }
+    // delta_rule_backward_token, tokens from last to first.
+    for (int64_t t = end - 1; t >= start; --t) {
+      const Lanes<T>* prev = states + (t - start) * matrix;
+      const Lanes<T>* cur = prev + matrix;
+      in.read(p, group, t, true);
+      if (p.grad_outputs) {
+        gather<Dv>(rows_at(p.grad_outputs, group, t), dv, grad_output);
+      } else {
+        std::fill(grad_output, grad_output + dv, Lanes<T>{});
+      }
+      std::fill(grad_q, grad_q + 2 * dk, Lanes<T>{});
+      Lanes<T> grad_beta{}, grad_alpha{};
+      const Lanes<T> beta = in.beta, alpha = in.alpha;
+      for (int64_t i = 0; i < dv; ++i) {
+        Lanes<T>* dsi = ds + i * dk;
+        const Lanes<T>* before = prev + i * dk;
+        const Lanes<T>* after = cur + i * dk;
+        const Lanes<T> go = grad_output[i];
+        Lanes<T> recalled{}, ds_k{};
+        for (int64_t j = 0; j < dk; ++j) {
+          dsi[j] += go * in.q[j];
+          grad_q[j] += go * after[j];
+          recalled += (alpha * before[j]) * in.k[j];
+          ds_k += dsi[j] * in.k[j];
+        }
+        const Lanes<T> error = in.v[i] - recalled;
+        const Lanes<T> grad_error = beta * ds_k;
+        grad_beta += ds_k * error;
+        grad_v[i] = grad_error;
+        for (int64_t j = 0; j < dk; ++j) {
+          grad_k[j] += beta * error * dsi[j] - grad_error * (alpha * before[j]);
+          const Lanes<T> grad_decayed = dsi[j] - grad_error * in.k[j];
+          grad_alpha += grad_decayed * before[j];
+          dsi[j] = alpha * grad_decayed;
+        }
+      }
+      scatter<Dk>(grad_q, dk, group, rows_at(p.grad_q, group, t));
+      scatter<Dk>(grad_k, dk, group, rows_at(p.grad_k, group, t));
+      scatter<Dv>(grad_v, dv, group, rows_at(p.grad_v, group, t));
+      scatter<1>(&grad_beta, 1, group, rows_at(p.grad_beta, group, t));
+      if (p.grad_alpha) scatter<1>(&grad_alpha, 1, group, rows_at(p.grad_alpha, group, t));
+    }
+  }
+  if (p.grad_state_in) scatter<Matrix>(ds, matrix, group, heads_of(p.grad_state_in, matrix, group));
+}
+
+// Calls body(group) for groups of up to kTileRows heads of [begin, end).
+template <typename F>
+void for_head_groups(const DeltaRuleShape& shape, int64_t begin, int64_t end, F&& body) {
+  for (int64_t first = begin; first < end; first += kTileRows)
+    body(HeadGroup(first, std::min(kTileRows, end - first), shape.heads));
+}
+
+template <typename T>
+void forward_heads(const DeltaRuleForward<T>& p, int64_t begin, int64_t end) {
+  const DeltaRuleShape& s = p.shape;
+  with_fixed_dims(s.key_dim, s.value_dim, [&]<int64_t Dk, int64_t Dv>() {
+    if constexpr (Dk * Dv <= kLanesMaxMatrix) {  // 0: sizes read at run time
+      if (s.matrix_size() <= kLanesMaxMatrix) {
+        for_head_groups(s, begin, end, [&](const HeadGroup& g) { forward_group<T, Dk, Dv>(p, g); });
+        return;
+      }
+    }
+    for (int64_t row = begin * s.value_dim; row < end * s.value_dim; ++row)
+      delta_rule_forward_row<T, Dk>(p, row);
   });
 }
+
 template <typename T>
 void backward_heads(const DeltaRuleBackward<T>& p, int64_t begin, int64_t end) {
-  with_fixed_dims(p.shape.key_dim, p.shape.value_dim, [&]<int64_t KeyDim, int64_t ValueDim>() {
-    for (int64_t head = begin; head < end; ++head)
-      delta_rule_backward_head<T, KeyDim, ValueDim>(p, head);
+  const DeltaRuleShape& s = p.shape;
+  with_fixed_dims(s.key_dim, s.value_dim, [&]<int64_t Dk, int64_t Dv>() {
+    if constexpr (Dk * Dv <= kLanesMaxMatrix) {
+      if (s.matrix_size() <= kLanesMaxMatrix) {
+        for_head_groups(s, begin, end,
+                        [&](const HeadGroup& g) { backward_group<T, Dk, Dv>(p, g); });
+        return;
+      }
+    }
+    for (int64_t head = begin; head < end; ++head) delta_rule_backward_head<T, Dk, Dv>(p, head);
   });
 }
+
 }  // namespace
 
 void delta_rule_forward_cpu(const DeltaRuleForward<float>& p, int64_t begin, int64_t end) {
-  forward_rows(p, begin, end);
+  forward_heads(p, begin, end);
 }
 void delta_rule_forward_cpu(const DeltaRuleForward<double>& p, int64_t begin, int64_t end) {
-  forward_rows(p, begin, end);
+  forward_heads(p, begin, end);
 }
 void delta_rule_backward_cpu(const DeltaRuleBackward<float>& p, int64_t begin, int64_t end) {
   backward_heads(p, begin, end);

@@ -96,22 +96,22 @@ inline Lanes<T> broadcast(T value) {
   return Lanes<T>{} + value;
 }
 
-namespace row_tile_detail {
-
 // A full tile of Width columns from 16 packed rows ([kTileRows][Width], contiguous) and back:
 // with every size known at compile time these become register permutes.
 template <int64_t Width, typename T>
-inline void transpose_in(const T* __restrict packed, Lanes<T>* __restrict tile) {
+inline void packed_rows_to_tile(const T* __restrict packed, Lanes<T>* __restrict tile) {
   for (int64_t r = 0; r < kTileRows; ++r) {
     for (int64_t c = 0; c < Width; ++c) tile[c][r] = packed[r * Width + c];
   }
 }
 template <int64_t Width, typename T>
-inline void transpose_out(const Lanes<T>* __restrict tile, T* __restrict packed) {
+inline void tile_to_packed_rows(const Lanes<T>* __restrict tile, T* __restrict packed) {
   for (int64_t r = 0; r < kTileRows; ++r) {
     for (int64_t c = 0; c < Width; ++c) packed[r * Width + c] = tile[c][r];
   }
 }
+
+namespace row_tile_detail {
 
 // kTileRows numbers from `packed` as one column.
 template <typename T>
@@ -127,19 +127,19 @@ inline Lanes<T> lanes_at(const T* packed) {
 template <int64_t Width, typename T>
 inline void load_columns(const T* __restrict rows, int64_t stride, int64_t count,
                          Lanes<T>* __restrict tile) {
-  if (count == kTileRows && stride == Width) return transpose_in<Width>(rows, tile);
+  if (count == kTileRows && stride == Width) return packed_rows_to_tile<Width>(rows, tile);
   T packed[kTileRows * Width] = {};
   for (int64_t r = 0; r < count; ++r)
     std::copy(rows + r * stride, rows + r * stride + Width, packed + r * Width);
-  transpose_in<Width>(packed, tile);
+  packed_rows_to_tile<Width>(packed, tile);
 }
 
 template <int64_t Width, typename T>
 inline void store_columns(const Lanes<T>* __restrict tile, int64_t count, T* __restrict rows,
                           int64_t stride) {
-  if (count == kTileRows && stride == Width) return transpose_out<Width>(tile, rows);
+  if (count == kTileRows && stride == Width) return tile_to_packed_rows<Width>(tile, rows);
   T packed[kTileRows * Width];
-  transpose_out<Width>(tile, packed);
+  tile_to_packed_rows<Width>(tile, packed);
   for (int64_t r = 0; r < count; ++r)
     std::copy(packed + r * Width, packed + (r + 1) * Width, rows + r * stride);
 }
@@ -254,7 +254,7 @@ inline void sum_lanes(const Lanes<T>* __restrict acc, int64_t count, T* __restri
   int64_t j = 0;
   for (; j + 16 <= count; j += 16) {
     T packed[kTileRows * 16];
-    row_tile_detail::transpose_out<16>(acc + j, packed);  // packed[lane · 16 + column]
+    tile_to_packed_rows<16>(acc + j, packed);  // packed[lane · 16 + column]
     Lanes<T> total = row_tile_detail::lanes_at<T>(packed);
     for (int64_t r = 1; r < kTileRows; ++r) total += row_tile_detail::lanes_at<T>(packed + r * 16);
     for (int64_t c = 0; c < 16; ++c) sum[j + c] = total[c];

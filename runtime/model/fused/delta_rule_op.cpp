@@ -77,7 +77,7 @@ ForwardResult run_forward(const Inputs& in, bool keep_checkpoints) {
   dispatch_element_type(in.q, kOp, [&]<typename T>(std::type_identity<T>) {
     const DeltaRuleForward<T> p = forward_params<T>(in, out);
     run_on_device<T>(
-        kOp, in.q, shape.row_count(), shape.length * shape.key_dim * 4,
+        kOp, in.q, shape.head_count(), shape.length * shape.matrix_size() * 4,
         [&](auto begin, auto end) { kernels::delta_rule_forward_cpu(p, begin, end); },
         [&](auto stream, const char** message) {
           return kernels::delta_rule_forward_cuda(p, stream, message);
