@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "runtime/model/fused/cross_entropy.h"
+#include "runtime/model/fused/embedding.h"
 #include "runtime/model/fused/layer_norm.h"
 #include "runtime/model/fused/linear.h"
 
@@ -201,7 +202,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
     const std::vector<int64_t> shape = {tokens.size(0), 0, classes_};
     return {torch::empty(shape, embedding_->weight.options()), state};
   }
-  torch::Tensor x = embedding_->forward(tokens);
+  torch::Tensor x = fused::embedding(tokens, embedding_->weight);
   if (scale_embedding_) x = x * std::sqrt(static_cast<double>(d_model_));
   DecoderOutput out;
   for (size_t i = 0; i < blocks_->size(); ++i) {

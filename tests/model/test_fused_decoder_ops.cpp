@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/model/fused/cross_entropy.h"
+#include "runtime/model/fused/embedding.h"
 #include "runtime/model/fused/l2_normalize.h"
 #include "runtime/model/fused/layer_norm.h"
 #include "runtime/model/fused/linear.h"
@@ -257,6 +258,50 @@ TEST_CASE("fused linear with no rows gives an empty output and zero parameter gr
   y.sum().backward();
   CHECK(torch::equal(weight.grad(), torch::zeros_like(weight)));
   CHECK(torch::equal(bias.grad(), torch::zeros_like(bias)));
+}
+
+TEST_CASE("fused embedding matches torch's embedding, values and weight gradient") {
+  const auto [dtype, tolerance] =
+      GENERATE(std::make_pair(torch::kDouble, 1e-12), std::make_pair(torch::kFloat, 1e-5));
+  torch::manual_seed(16);
+  const torch::Tensor tokens = torch::randint(0, 7, {9, 500});  // 4500 rows: several blocks
+  const torch::Tensor weights = torch::randn({9, 500, 3}, torch::TensorOptions().dtype(dtype));
+  std::vector<torch::Tensor> results;
+  for (const bool use_fused : {true, false}) {
+    torch::manual_seed(17);
+    const torch::Tensor leaf =
+        torch::randn({7, 3}, torch::TensorOptions().dtype(dtype)).requires_grad_();
+    const torch::Tensor y =
+        use_fused ? fused::embedding(tokens, leaf) : torch::embedding(leaf, tokens);
+    (y * weights).sum().backward();
+    results.push_back(y.detach());
+    results.push_back(leaf.grad());
+  }
+  CHECK(results[0].sizes() == torch::IntArrayRef({9, 500, 3}));
+  CHECK(torch::equal(results[0], results[2]));
+  CHECK(relative_error(results[1], results[3]) < tolerance);
+}
+
+TEST_CASE("fused embedding's weight gradient is the same bits with one thread and two") {
+  torch::manual_seed(18);
+  const torch::Tensor tokens = torch::randint(0, 5, {32, 256});
+  const torch::Tensor weights = torch::randn({32, 256, 4});
+  std::vector<torch::Tensor> grads;
+  const int before = at::get_num_threads();
+  for (const int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    const torch::Tensor leaf = torch::ones({5, 4}).requires_grad_();
+    (fused::embedding(tokens, leaf) * weights).sum().backward();
+    grads.push_back(leaf.grad());
+  }
+  at::set_num_threads(before);
+  CHECK(torch::equal(grads[0], grads[1]));
+}
+
+TEST_CASE("fused embedding refuses a token outside the vocabulary") {
+  const torch::Tensor weight = torch::randn({4, 2}).requires_grad_();
+  CHECK_THROWS(fused::embedding(torch::tensor({0, 4}), weight));
+  CHECK_THROWS(fused::embedding(torch::tensor({-1}), weight));
 }
 
 TEST_CASE("fused l2 normalization matches F.normalize, zero rows included") {
