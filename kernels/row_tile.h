@@ -62,6 +62,10 @@ template <typename T>
 inline T* tile_numbers(Lanes<T>* columns) {
   return reinterpret_cast<T*>(columns);
 }
+template <typename T>
+inline const T* tile_numbers(const Lanes<T>* columns) {
+  return reinterpret_cast<const T*>(columns);
+}
 
 // exp_of (fast_exp.h) on every lane, the same bits lane by lane. Written on the vector type
 // itself so that it inlines into the loops that call it.
@@ -266,21 +270,32 @@ inline void sum_lanes(const Lanes<T>* __restrict acc, int64_t count, T* __restri
   }
 }
 
-// partial[o · in + i] = Σ_rows g[o] · x[i] over `tiles` tiles, g's tile t at g + t · out and x's
-// at x + t · in: a weight gradient's share from those rows. Each lane sums its rows in tile
-// order, then the lanes are added in lane order. Four outputs at a time share each x load.
+// A group of `columns` columns in each of several tiles: tile t's group starts at
+// first + t · stride (stride = columns when the tiles are packed one after another).
+template <typename T>
+struct TileSeries {
+  const Lanes<T>* first;
+  int64_t columns;
+  int64_t stride;
+
+  const Lanes<T>* tile(int64_t t) const { return first + t * stride; }
+};
+
+// partial[o · in + i] = Σ_rows g[o] · x[i] over the first `tiles` tiles of g (out = g.columns)
+// and x (in = x.columns): a weight gradient's share from those rows. Each lane sums its rows in
+// tile order, then the lanes are added in lane order. Four outputs at a time share each x load.
 // `scratch` holds out · in columns.
 template <typename T>
-inline void tile_weight_gradient(const Lanes<T>* __restrict g, int64_t out,
-                                 const Lanes<T>* __restrict x, int64_t in, int64_t tiles,
+inline void tile_weight_gradient(const TileSeries<T>& g, const TileSeries<T>& x, int64_t tiles,
                                  Lanes<T>* __restrict scratch, T* __restrict partial) {
+  const int64_t out = g.columns, in = x.columns;
   for (int64_t i = 0; i < in; ++i) {
     int64_t o = 0;
     for (; o + 4 <= out; o += 4) {
       Lanes<T> a0{}, a1{}, a2{}, a3{};
       for (int64_t t = 0; t < tiles; ++t) {
-        const Lanes<T> xi = x[t * in + i];
-        const Lanes<T>* gt = g + t * out + o;
+        const Lanes<T> xi = x.tile(t)[i];
+        const Lanes<T>* gt = g.tile(t) + o;
         a0 += gt[0] * xi;
         a1 += gt[1] * xi;
         a2 += gt[2] * xi;
@@ -293,24 +308,24 @@ inline void tile_weight_gradient(const Lanes<T>* __restrict g, int64_t out,
     }
     for (; o < out; ++o) {
       Lanes<T> a{};
-      for (int64_t t = 0; t < tiles; ++t) a += g[t * out + o] * x[t * in + i];
+      for (int64_t t = 0; t < tiles; ++t) a += g.tile(t)[o] * x.tile(t)[i];
       scratch[o * in + i] = a;
     }
   }
   sum_lanes(scratch, out * in, partial);
 }
 
-// partial[j] = Σ_rows g[j] over `tiles` tiles of `width` columns (tile t at g + t · width): a
-// bias gradient's share, summed as tile_weight_gradient sums. `scratch` holds `width` columns.
+// partial[j] = Σ_rows g[j] over the first `tiles` tiles of g: a bias gradient's share, summed
+// as tile_weight_gradient sums. `scratch` holds g.columns columns.
 template <typename T>
-inline void tile_column_sums(const Lanes<T>* __restrict g, int64_t width, int64_t tiles,
-                             Lanes<T>* __restrict scratch, T* __restrict partial) {
-  for (int64_t j = 0; j < width; ++j) {
+inline void tile_column_sums(const TileSeries<T>& g, int64_t tiles, Lanes<T>* __restrict scratch,
+                             T* __restrict partial) {
+  for (int64_t j = 0; j < g.columns; ++j) {
     Lanes<T> a{};
-    for (int64_t t = 0; t < tiles; ++t) a += g[t * width + j];
+    for (int64_t t = 0; t < tiles; ++t) a += g.tile(t)[j];
     scratch[j] = a;
   }
-  sum_lanes(scratch, width, partial);
+  sum_lanes(scratch, g.columns, partial);
 }
 
 }  // namespace memscript::kernels

@@ -69,11 +69,9 @@ void grad_params(const T* grad_y, const T* x, T* weight_partials, T* bias_partia
       load_tile(grad_y + row * s.out, s.out, s.out, count, g_tiles.data() + t * s.out);
       load_tile(x + row * s.in, s.in, s.in, count, x_tiles.data() + t * s.in);
     }
-    tile_weight_gradient(g_tiles.data(), s.out, x_tiles.data(), s.in, tiles, scratch.data(),
-                         weight_partials + b * s.out * s.in);
-    if (bias_partials) {
-      tile_column_sums(g_tiles.data(), s.out, tiles, scratch.data(), bias_partials + b * s.out);
-    }
+    const TileSeries<T> g{g_tiles.data(), s.out, s.out}, xs{x_tiles.data(), s.in, s.in};
+    tile_weight_gradient(g, xs, tiles, scratch.data(), weight_partials + b * s.out * s.in);
+    if (bias_partials) tile_column_sums(g, tiles, scratch.data(), bias_partials + b * s.out);
   }
 }
 

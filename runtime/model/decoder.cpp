@@ -8,6 +8,7 @@
 #include "runtime/model/fused/embedding.h"
 #include "runtime/model/fused/layer_norm.h"
 #include "runtime/model/fused/linear.h"
+#include "runtime/model/fused/mlp_block.h"
 
 namespace memscript {
 
@@ -129,9 +130,10 @@ BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidde
 
 MixerOutput BlockImpl::forward(const torch::Tensor& x, const MixerState& state) {
   MixerOutput mixed = mixer_->forward(layer_norm(mixer_norm_, x), state);
-  const torch::Tensor h = x + mixed.y;
-  mixed.y = h + fused::linear(mlp_down_, fused::linear(mlp_up_, layer_norm(mlp_norm_, h),
-                                                       fused::Activation::gelu));
+  const fused::MlpWeights mlp{mlp_norm_->weight, mlp_norm_->bias, mlp_norm_->options.eps(),
+                              mlp_up_->weight,   mlp_up_->bias,   mlp_down_->weight,
+                              mlp_down_->bias};
+  mixed.y = fused::residual_mlp(x, mixed.y, mlp);
   return mixed;
 }
 
