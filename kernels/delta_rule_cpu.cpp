@@ -55,35 +55,15 @@ LaneRows<T> heads_of(T* base, int64_t stride, const HeadGroup& group) {
   return at;
 }
 
-// columns[c][l] = rows[l][c] for c < width (Width > 0: fixed at compile time), every lane.
 template <int64_t Width, typename T>
 void gather(const LaneRows<const T>& at, int64_t width, Lanes<T>* columns) {
-  if constexpr (Width > 0) {
-    T packed[kTileRows * Width];
-    for (int64_t l = 0; l < kTileRows; ++l)
-      std::copy(at.rows[l], at.rows[l] + Width, packed + l * Width);
-    packed_rows_to_tile<Width>(packed, columns);
-  } else {
-    for (int64_t c = 0; c < width; ++c) {
-      for (int64_t l = 0; l < kTileRows; ++l) columns[c][l] = at.rows[l][c];
-    }
-  }
+  gather_lane_rows(at.rows, dim_of<Width>(width), columns);
 }
 
-// rows[l][c] = columns[c][l] for the group's lanes.
 template <int64_t Width, typename T>
 void scatter(const Lanes<T>* columns, int64_t width, const HeadGroup& group,
              const LaneRows<T>& at) {
-  if constexpr (Width > 0) {
-    T packed[kTileRows * Width];
-    tile_to_packed_rows<Width>(columns, packed);
-    for (int64_t l = 0; l < group.count; ++l)
-      std::copy(packed + l * Width, packed + (l + 1) * Width, at.rows[l]);
-  } else {
-    for (int64_t l = 0; l < group.count; ++l) {
-      for (int64_t c = 0; c < width; ++c) at.rows[l][c] = columns[c][l];
-    }
-  }
+  scatter_lane_rows(columns, dim_of<Width>(width), group.count, at.rows);
 }
 
 // One step's inputs of every lane's head, as columns.

@@ -22,7 +22,8 @@
 // come; the backward walks the row in reverse from them. grad_W_hh is summed per batch row into
 // its own [4 · hidden, hidden] partial, and the caller adds the partials in row order
 // (block_sum.h): the same bits for any thread count. The CUDA kernel runs the same per-row
-// bodies, one thread per batch row.
+// bodies, one thread per batch row; the CPU steps sixteen batch rows side by side, one per
+// vector lane, each lane evaluating the same expressions in the same order (the same bits).
 
 #include <cstdint>
 

@@ -192,6 +192,30 @@ inline void store_tile(const Lanes<T>* tile, int64_t width, int64_t count, T* ro
   });
 }
 
+// Lanes whose rows lie anywhere: columns[c][l] = rows[l][c] for c < width, every lane (a row
+// pointer each; lanes a caller does not use may repeat a valid row). Copies each lane's row in
+// column blocks of compile-time widths, then transposes them with register permutes.
+template <typename T>
+inline void gather_lane_rows(const T* const* rows, int64_t width, Lanes<T>* columns) {
+  row_tile_detail::for_column_blocks(width, [&]<int64_t W>(int64_t c) {
+    T packed[kTileRows * W];
+    for (int64_t l = 0; l < kTileRows; ++l) std::copy(rows[l] + c, rows[l] + c + W, packed + l * W);
+    packed_rows_to_tile<W>(packed, columns + c);
+  });
+}
+
+// The inverse of gather_lane_rows for the first `count` lanes.
+template <typename T>
+inline void scatter_lane_rows(const Lanes<T>* columns, int64_t width, int64_t count,
+                              T* const* rows) {
+  row_tile_detail::for_column_blocks(width, [&]<int64_t W>(int64_t c) {
+    T packed[kTileRows * W];
+    tile_to_packed_rows<W>(columns + c, packed);
+    for (int64_t l = 0; l < count; ++l)
+      std::copy(packed + l * W, packed + (l + 1) * W, rows[l] + c);
+  });
+}
+
 // y[o] = bias[o] + Σ_i weight[o, i] · x[i] (the sum in order of i): x [in], y [out] columns,
 // weight [out, in] row-major, bias [out] or null. Four outputs at a time share each x[i] load.
 template <typename T>
