@@ -164,7 +164,8 @@ MS_HOST_DEVICE inline void complex_scan_backward_thread(const ComplexScanBackwar
   if (channel_index >= 0) complex_scan_backward_channel<T, Acc>(g, shape, channel_index);
 }
 
-// CPU: channels [begin, end) of the flattened (batch, channel) index.
+// CPU: batch rows [begin, end). The channels of several rows step together
+// (channel_groups.h), each evaluating the per-thread bodies' expressions in the same order.
 void complex_scan_forward_cpu(const ComplexScanForward<float>& f, ComplexScanShape shape,
                               int64_t begin, int64_t end);
 void complex_scan_forward_cpu(const ComplexScanForward<double>& f, ComplexScanShape shape,

@@ -50,7 +50,7 @@ ComplexOutputs run_forward(const ComplexCase& c, bool with_h0) {
                                      o.h_im.data(),
                                      o.last_re.data(),
                                      o.last_im.data()};
-  complex_scan_forward_cpu(f, c.shape, 0, c.shape.batch * c.shape.channels);
+  complex_scan_forward_cpu(f, c.shape, 0, c.shape.batch);
   return o;
 }
 
@@ -135,8 +135,7 @@ TEST_CASE("complex scan backward matches finite differences for b, h0 and λ") {
       Buffers<double> out(shape);
       const std::vector<std::vector<double>> in{c.lambda_re, c.lambda_im, o.h_re, o.h_im,  c.h0_re,
                                                 c.h0_im,     c.g_re,      c.g_im, c.gl_re, c.gl_im};
-      complex_scan_backward_cpu(backward_args(in, out, with_h0), shape, 0,
-                                shape.batch * shape.channels);
+      complex_scan_backward_cpu(backward_args(in, out, with_h0), shape, 0, shape.batch);
       const auto f = [&] { return loss(c, with_h0); };
       require_close(out.b_re, numeric_gradient(c.b_re, f), 1e-7);
       require_close(out.b_im, numeric_gradient(c.b_im, f), 1e-7);
@@ -173,7 +172,7 @@ TEST_CASE(
             complex_scan_thread<float, float>(f, shape, b, t, kComplexScanThreadsPerBlock);
           });
     } else {
-      complex_scan_forward_cpu(f, shape, 0, shape.batch * shape.channels);
+      complex_scan_forward_cpu(f, shape, 0, shape.batch);
     }
     return out;
   };
@@ -190,9 +189,34 @@ TEST_CASE(
             complex_scan_backward_thread<float, float>(g, shape, b, t, kComplexScanThreadsPerBlock);
           });
     } else {
-      complex_scan_backward_cpu(g, shape, 0, shape.batch * shape.channels);
+      complex_scan_backward_cpu(g, shape, 0, shape.batch);
     }
     return out;
   };
   CHECK(backward(true) == backward(false));
+}
+
+TEST_CASE("the complex scan on the CPU gives the same bits split into ranges of batch rows") {
+  // 11 rows of 3 channels: groups of 10 rows, and splits that cut through them.
+  const ComplexScanShape shape{11, 40, 3};
+  const ComplexCase c(shape, 14);
+  const auto run = [&](int64_t split) {
+    std::vector<double> h_re(c.b_re.size()), h_im(h_re.size()), last_re(c.h0_re.size()),
+        last_im(last_re.size());
+    const ComplexScanForward<double> f{
+        c.lambda_re.data(), c.lambda_im.data(), c.b_re.data(), c.b_im.data(),  c.h0_re.data(),
+        c.h0_im.data(),     h_re.data(),        h_im.data(),   last_re.data(), last_im.data()};
+    for (int64_t n = 0; n < shape.batch; n += split)
+      complex_scan_forward_cpu(f, shape, n, std::min(shape.batch, n + split));
+    Buffers<double> out(shape);
+    const std::vector<std::vector<double>> in{c.lambda_re, c.lambda_im, h_re,   h_im,    c.h0_re,
+                                              c.h0_im,     c.g_re,      c.g_im, c.gl_re, c.gl_im};
+    const ComplexScanBackward<double> g = backward_args(in, out, true);
+    for (int64_t n = 0; n < shape.batch; n += split)
+      complex_scan_backward_cpu(g, shape, n, std::min(shape.batch, n + split));
+    return std::make_pair(std::vector<std::vector<double>>{h_re, h_im, last_re, last_im},
+                          std::vector<std::vector<double>>{out.b_re, out.b_im, out.lambda_re,
+                                                           out.lambda_im, out.h0_re, out.h0_im});
+  };
+  CHECK(run(3) == run(shape.batch));
 }

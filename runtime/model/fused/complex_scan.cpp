@@ -57,7 +57,7 @@ class ComplexScanFunction : public torch::autograd::Function<ComplexScanFunction
     } else {
       AT_DISPATCH_FLOATING_TYPES(in[2].scalar_type(), "complex_scan forward", [&] {
         const ComplexScanForward<scalar_t> f = forward_args<scalar_t>(in, out);
-        parallel_over(shape.batch * shape.channels, shape.length, [&](int64_t begin, int64_t end) {
+        parallel_over(shape.batch, shape.length * shape.channels, [&](int64_t begin, int64_t end) {
           kernels::complex_scan_forward_cpu(f, shape, begin, end);
         });
       });
@@ -82,7 +82,7 @@ class ComplexScanFunction : public torch::autograd::Function<ComplexScanFunction
     } else {
       AT_DISPATCH_FLOATING_TYPES(h_re.scalar_type(), "complex_scan backward", [&] {
         const ComplexScanBackward<scalar_t> g = backward_args<scalar_t>(saved, grads, out);
-        parallel_over(shape.batch * shape.channels, shape.length, [&](int64_t begin, int64_t end) {
+        parallel_over(shape.batch, shape.length * shape.channels, [&](int64_t begin, int64_t end) {
           kernels::complex_scan_backward_cpu(g, shape, begin, end);
         });
       });

@@ -1,0 +1,172 @@
+#pragma once
+
+// Channel groups: how the CPU loops of the diagonal scans (gated_scan.h, complex_scan.h) step
+// many channels at once. At the study's sizes a batch row has 4 channels, and a recurrence over
+// 4 numbers per step is one dependent multiply-add after another; the channels of several batch
+// rows side by side make each step a few whole vector operations instead.
+//
+// A group is batch rows [first, first + rows); lane g · channels + c is channel c of row
+// first + g. A scan runs its sequence in chunks of kChunk steps: the chunk's inputs are gathered
+// from [batch, length, width] arrays into [step][lane] arrays, computed on there, and the
+// results scattered back. Each lane evaluates exactly what the CUDA body evaluates for its
+// channel, in the same order, so the grouping never changes a bit. CPU only.
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace memscript::kernels {
+
+// Steps per chunk: a chunk's arrays stay in the L1 cache between the passes over it.
+constexpr int64_t kChunk = 32;
+// Lanes a group aims for: whole rows of channels, at least this many.
+constexpr int64_t kGroupLanes = 32;
+
+struct ChannelGroup {
+  int64_t first;
+  int64_t rows;
+  int64_t channels;
+
+  int64_t lanes() const { return rows * channels; }
+};
+
+// Calls body(group) for groups of batch rows [begin, end) of about kGroupLanes lanes each.
+template <typename F>
+void for_channel_groups(int64_t channels, int64_t begin, int64_t end, F&& body) {
+  const int64_t rows = std::max<int64_t>(1, kGroupLanes / channels);
+  for (int64_t n = begin; n < end; n += rows)
+    body(ChannelGroup{n, std::min(rows, end - n), channels});
+}
+
+// Calls body(t0, steps) for the chunks of a sequence, first to last or last to first.
+template <typename F>
+void for_chunks(int64_t length, F&& body) {
+  for (int64_t t0 = 0; t0 < length; t0 += kChunk) body(t0, std::min(kChunk, length - t0));
+}
+template <typename F>
+void for_chunks_in_reverse(int64_t length, F&& body) {
+  if (length == 0) return;
+  for (int64_t t0 = (length - 1) / kChunk * kChunk; t0 >= 0; t0 -= kChunk)
+    body(t0, std::min(kChunk, length - t0));
+}
+
+// std::copy of `count` numbers, inlined for the small counts of a batch row's channels (a
+// library memmove call for 4 numbers cost more than the scan's arithmetic).
+template <typename T>
+void copy_channels(const T* from, int64_t count, T* to) {
+  const auto fixed = [&]<int64_t N>() { std::copy(from, from + N, to); };
+  switch (count) {
+    case 1:
+      return fixed.template operator()<1>();
+    case 2:
+      return fixed.template operator()<2>();
+    case 4:
+      return fixed.template operator()<4>();
+    case 8:
+      return fixed.template operator()<8>();
+    case 16:
+      return fixed.template operator()<16>();
+    default:
+      std::copy(from, from + count, to);
+  }
+}
+
+// Steps [t0, t0 + steps) of one channels-wide slice of a [batch, length, width] array (the slice
+// at column `offset` of each step), into lanes: out[t · lanes + g · channels + c].
+template <typename T>
+void gather_chunk(const T* source, int64_t length, int64_t width, int64_t offset,
+                  const ChannelGroup& group, int64_t t0, int64_t steps, T* out) {
+  for (int64_t g = 0; g < group.rows; ++g) {
+    const T* row = source + ((group.first + g) * length + t0) * width + offset;
+    for (int64_t t = 0; t < steps; ++t) {
+      copy_channels(row + t * width, group.channels, out + t * group.lanes() + g * group.channels);
+    }
+  }
+}
+
+// The inverse of gather_chunk.
+template <typename T>
+void scatter_chunk(const T* lanes, int64_t length, const ChannelGroup& group, int64_t t0,
+                   int64_t steps, T* target, int64_t width, int64_t offset) {
+  for (int64_t g = 0; g < group.rows; ++g) {
+    T* row = target + ((group.first + g) * length + t0) * width + offset;
+    for (int64_t t = 0; t < steps; ++t) {
+      copy_channels(lanes + t * group.lanes() + g * group.channels, group.channels,
+                    row + t * width);
+    }
+  }
+}
+
+// The group's lanes of a [batch, channels] array (an initial state, a final state's
+// gradient), or zeros when it is null; and back (nothing when the target is null).
+template <typename T>
+std::vector<T> group_values(const T* per_row, const ChannelGroup& group) {
+  std::vector<T> values(static_cast<size_t>(group.lanes()), T(0));
+  if (per_row) {
+    const T* from = per_row + group.first * group.channels;
+    std::copy(from, from + group.lanes(), values.begin());
+  }
+  return values;
+}
+template <typename T>
+void store_group_values(const std::vector<T>& values, const ChannelGroup& group, T* per_row) {
+  if (per_row) std::copy(values.begin(), values.end(), per_row + group.first * group.channels);
+}
+
+// Each lane's entry of a per-channel array (a bias, an eigenvalue), or zeros when it is null.
+template <typename T>
+std::vector<T> per_lane(const T* per_channel, const ChannelGroup& group) {
+  std::vector<T> values(static_cast<size_t>(group.lanes()), T(0));
+  if (per_channel) {
+    for (int64_t l = 0; l < group.lanes(); ++l) values[l] = per_channel[l % group.channels];
+  }
+  return values;
+}
+
+// The states before each of a chunk's steps, from `states` (the chunk's, with the step before
+// t0 at states − lanes when t0 > 0): the previous step's, or the initial state at t0 = 0.
+template <typename T>
+void previous_states(const T* states, const std::vector<T>& initial, int64_t t0, int64_t steps,
+                     int64_t lanes, T* previous) {
+  if (t0 > 0) {
+    std::copy(states - lanes, states + (steps - 1) * lanes, previous);
+  } else {
+    std::copy(initial.begin(), initial.end(), previous);
+    std::copy(states, states + (steps - 1) * lanes, previous + lanes);
+  }
+}
+
+// Scratch for one chunk: `arrays` arrays of [kChunk][lanes].
+template <typename T>
+struct ChunkArrays {
+  std::vector<T> storage;
+  int64_t lanes;
+
+  ChunkArrays(int arrays, int64_t lanes_)
+      : storage(static_cast<size_t>(arrays * kChunk * lanes_)), lanes(lanes_) {}
+  T* operator[](int index) { return storage.data() + index * kChunk * lanes; }
+};
+
+// A chunk's states with the one before its first step: states()[−lanes …) is step t0 − 1.
+template <typename T>
+struct ChunkStates {
+  std::vector<T> storage;
+  int64_t lanes;
+
+  explicit ChunkStates(int64_t lanes_)
+      : storage(static_cast<size_t>((kChunk + 1) * lanes_)), lanes(lanes_) {}
+  T* states() { return storage.data() + lanes; }
+
+  // Steps [t0 − 1, t0 + steps) of a [batch, length, channels] array of states (only
+  // [t0, t0 + steps) at t0 = 0).
+  void gather(const T* source, int64_t length, const ChannelGroup& group, int64_t t0,
+              int64_t steps) {
+    if (t0 > 0) {
+      gather_chunk(source, length, group.channels, 0, group, t0 - 1, steps + 1, storage.data());
+    } else {
+      gather_chunk(source, length, group.channels, 0, group, t0, steps, states());
+    }
+  }
+};
+
+}  // namespace memscript::kernels
