@@ -93,9 +93,11 @@ std::pair<torch::Tensor, torch::Tensor> LruMixerImpl::eigenvalues() const {
 
 MixerOutput LruMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
   const auto [lambda_re, lambda_im] = eigenvalues();
-  const torch::Tensor gamma = input_scale();
-  const torch::Tensor in_re = gamma * fused::linear(b_re_, x);
-  const torch::Tensor in_im = gamma * fused::linear(b_im_, x);
+  // γ ⊙ (B x) as (γ B) x: the scale goes onto the [d_state, d_model] weight, not onto every
+  // token's projection (two products and their backward over [batch, length, d_state]).
+  const torch::Tensor gamma = input_scale().unsqueeze(1);
+  const torch::Tensor in_re = fused::linear(x, gamma * b_re_->weight, torch::Tensor());
+  const torch::Tensor in_im = fused::linear(x, gamma * b_im_->weight, torch::Tensor());
   torch::Tensor re, im;
   if (state.empty()) {
     re = torch::zeros({x.size(0), d_state_}, x.options());
