@@ -50,24 +50,25 @@ void for_chunks_in_reverse(int64_t length, F&& body) {
     body(t0, std::min(kChunk, length - t0));
 }
 
-// std::copy of `count` numbers, inlined for the small counts of a batch row's channels (a
-// library memmove call for 4 numbers cost more than the scan's arithmetic).
-template <typename T>
-void copy_channels(const T* from, int64_t count, T* to) {
-  const auto fixed = [&]<int64_t N>() { std::copy(from, from + N, to); };
-  switch (count) {
+// Calls body.template operator()<N>() with N the number of channels when it is one of the
+// common small counts (1, 2, 4, 8, 16), else with N = 0: copies of a row's channels then have a
+// length known at compile time (a library memmove call for 4 numbers cost more than the scan's
+// arithmetic).
+template <typename Body>
+void with_channel_count(int64_t channels, Body&& body) {
+  switch (channels) {
     case 1:
-      return fixed.template operator()<1>();
+      return body.template operator()<1>();
     case 2:
-      return fixed.template operator()<2>();
+      return body.template operator()<2>();
     case 4:
-      return fixed.template operator()<4>();
+      return body.template operator()<4>();
     case 8:
-      return fixed.template operator()<8>();
+      return body.template operator()<8>();
     case 16:
-      return fixed.template operator()<16>();
+      return body.template operator()<16>();
     default:
-      std::copy(from, from + count, to);
+      return body.template operator()<0>();
   }
 }
 
@@ -76,25 +77,30 @@ void copy_channels(const T* from, int64_t count, T* to) {
 template <typename T>
 void gather_chunk(const T* source, int64_t length, int64_t width, int64_t offset,
                   const ChannelGroup& group, int64_t t0, int64_t steps, T* out) {
-  for (int64_t g = 0; g < group.rows; ++g) {
-    const T* row = source + ((group.first + g) * length + t0) * width + offset;
-    for (int64_t t = 0; t < steps; ++t) {
-      copy_channels(row + t * width, group.channels, out + t * group.lanes() + g * group.channels);
+  with_channel_count(group.channels, [&]<int64_t N>() {
+    const int64_t channels = N > 0 ? N : group.channels, lanes = group.lanes();
+    for (int64_t g = 0; g < group.rows; ++g) {
+      const T* __restrict row = source + ((group.first + g) * length + t0) * width + offset;
+      T* __restrict into = out + g * channels;
+      for (int64_t t = 0; t < steps; ++t)
+        std::copy(row + t * width, row + t * width + channels, into + t * lanes);
     }
-  }
+  });
 }
 
 // The inverse of gather_chunk.
 template <typename T>
-void scatter_chunk(const T* lanes, int64_t length, const ChannelGroup& group, int64_t t0,
+void scatter_chunk(const T* lanes_in, int64_t length, const ChannelGroup& group, int64_t t0,
                    int64_t steps, T* target, int64_t width, int64_t offset) {
-  for (int64_t g = 0; g < group.rows; ++g) {
-    T* row = target + ((group.first + g) * length + t0) * width + offset;
-    for (int64_t t = 0; t < steps; ++t) {
-      copy_channels(lanes + t * group.lanes() + g * group.channels, group.channels,
-                    row + t * width);
+  with_channel_count(group.channels, [&]<int64_t N>() {
+    const int64_t channels = N > 0 ? N : group.channels, lanes = group.lanes();
+    for (int64_t g = 0; g < group.rows; ++g) {
+      T* __restrict row = target + ((group.first + g) * length + t0) * width + offset;
+      const T* __restrict from = lanes_in + g * channels;
+      for (int64_t t = 0; t < steps; ++t)
+        std::copy(from + t * lanes, from + t * lanes + channels, row + t * width);
     }
-  }
+  });
 }
 
 // The group's lanes of a [batch, channels] array (an initial state, a final state's

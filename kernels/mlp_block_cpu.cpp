@@ -20,13 +20,12 @@ void gelu_columns(const Lanes<T>* a, int64_t columns, Lanes<T>* g) {
   for (int64_t j = 0; j < columns * kTileRows; ++j) out[j] = activate<ActivationKind::gelu>(in[j]);
 }
 
-// One tile's n = LN(h), a = W_up n + b_up and g = gelu(a), given its moments.
+// One tile's n = LN(h) and a = W_up n + b_up, given its moments.
 template <typename T>
-void hidden_of(const MlpBlockWeights<T>& w, const MlpBlockShape& s, const Lanes<T>* h,
-               const TileMoments<T>& moments, Lanes<T>* n, Lanes<T>* a, Lanes<T>* g) {
+void pre_activation_of(const MlpBlockWeights<T>& w, const MlpBlockShape& s, const Lanes<T>* h,
+                       const TileMoments<T>& moments, Lanes<T>* n, Lanes<T>* a) {
   tile_layer_norm_apply(h, s.width, moments, w.norm_weight, w.norm_bias, n);
   tile_linear(n, s.width, w.up_weight, w.up_bias, s.hidden, a);
-  gelu_columns<T>(a, s.hidden, g);
 }
 
 template <typename T>
@@ -45,7 +44,8 @@ void forward_rows(const MlpBlockForward<T>& f, const MlpBlockShape& s, int64_t b
     load_tile(f.m + row * s.width, s.width, s.width, count, m);
     for (int64_t c = 0; c < s.width; ++c) h[c] += m[c];
     const TileMoments<T> moments = tile_layer_norm_moments<T>(h, s.width, w.eps);
-    hidden_of(w, s, h, moments, n, a, g);
+    pre_activation_of(w, s, h, moments, n, a);
+    gelu_columns<T>(a, s.hidden, g);
     tile_linear(g, s.hidden, w.down_weight, w.down_bias, s.width, y);
     for (int64_t c = 0; c < s.width; ++c) y[c] += h[c];
     store_tile(h, s.width, count, f.h + row * s.width, s.width);
@@ -96,13 +96,18 @@ void backward_block(const MlpBlockBackward<T>& b, const MlpBlockShape& s, int64_
     load_tile(b.h + row * s.width, s.width, s.width, count, h);
     load_tile(b.grad_y + row * s.width, s.width, s.width, count, grad_y);
     const TileMoments<T> moments{load_lanes(b.mean + row, count), load_lanes(b.rstd + row, count)};
-    hidden_of(w, s, h, moments, n, a, g);
-    // ∂g = W_downᵀ ∂y into grad_a, then ∂a = ∂g · gelu'(a) in place.
+    pre_activation_of(w, s, h, moments, n, a);
+    // ∂g = W_downᵀ ∂y into grad_a; then g = a·Φ(a) and ∂a = ∂g · (Φ(a) + a·φ(a)), sharing Φ
+    // (g is what the forward computed, to the bit: the same expression).
     tile_linear_backward_input(grad_y, s.width, w.down_weight, s.hidden, grad_a);
     T* ga = tile_numbers<T>(grad_a);
+    T* gv = tile_numbers<T>(g);
     const T* pre = tile_numbers<T>(a);
-    for (int64_t j = 0; j < s.hidden * kTileRows; ++j)
-      ga[j] = activation_backward<ActivationKind::gelu>(ga[j], pre[j]);
+    for (int64_t j = 0; j < s.hidden * kTileRows; ++j) {
+      const T x = pre[j], cdf = normal_cdf(x);
+      gv[j] = x * cdf;
+      ga[j] = ga[j] * (cdf + x * normal_pdf(x));
+    }
     tile_linear_backward_input(grad_a, s.hidden, w.up_weight, s.width, grad_n);
     tile_layer_norm_backward(h, grad_n, s.width, moments, w.norm_weight, grad_x, norm_acc,
                              norm_acc + s.width);
