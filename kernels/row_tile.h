@@ -163,15 +163,25 @@ inline void for_column_blocks(int64_t width, Move&& move) {
 }  // namespace row_tile_detail
 
 // One number per row for the first `count` rows: as a column (zeros past count), and back.
+// (A whole column is copied with a size known at compile time: one vector load or store
+// rather than a library call.)
 template <typename T>
 inline Lanes<T> load_lanes(const T* values, int64_t count) {
   Lanes<T> v{};
-  std::memcpy(&v, values, static_cast<size_t>(count) * sizeof(T));
+  if (count == kTileRows) {
+    std::memcpy(&v, values, sizeof v);
+  } else {
+    std::memcpy(&v, values, static_cast<size_t>(count) * sizeof(T));
+  }
   return v;
 }
 template <typename T>
 inline void store_lanes(const Lanes<T>& v, int64_t count, T* values) {
-  std::memcpy(values, &v, static_cast<size_t>(count) * sizeof(T));
+  if (count == kTileRows) {
+    std::memcpy(values, &v, sizeof v);
+  } else {
+    std::memcpy(values, &v, static_cast<size_t>(count) * sizeof(T));
+  }
 }
 
 // Rows [0, count) of a [rows, width] array with row stride `stride` into tile[0 … width); lanes

@@ -312,7 +312,9 @@ inline int64_t selective_scan_blocks(int64_t threads) {
 }
 
 // CPU: forward over channels [begin, end) of batch × channels; backward over work items
-// [begin, end) of batch × groups.
+// [begin, end) of batch × groups. Up to sixteen channels of a batch row step together, one per
+// vector lane, each evaluating the bodies above in the same order; grad_B and grad_C add the
+// lanes in channel order, as one channel after another would (the same bits).
 void selective_scan_forward_cpu(const SelectiveScanForward<float, float>& f, SelectiveScanShape s,
                                 int64_t begin, int64_t end);
 void selective_scan_forward_cpu(const SelectiveScanForward<double, double>& f, SelectiveScanShape s,
