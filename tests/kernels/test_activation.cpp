@@ -28,6 +28,10 @@ double formula(ActivationKind kind, double x) {
       return (x > 0 ? x : std::expm1(x)) + 1;
     case ActivationKind::relu:
       return x > 0 ? x : 0;
+    case ActivationKind::softplus:
+      return x > 20 ? x : std::log1p(std::exp(x));
+    case ActivationKind::silu:
+      return x / (1 + std::exp(-x));
   }
   return x;
 }
@@ -43,7 +47,8 @@ std::vector<double> inputs() {
 
 TEST_CASE("activations match their libm formulas in double") {
   const auto kind = GENERATE(ActivationKind::none, ActivationKind::gelu, ActivationKind::sigmoid,
-                             ActivationKind::elu_plus_one, ActivationKind::relu);
+                             ActivationKind::elu_plus_one, ActivationKind::relu,
+                             ActivationKind::softplus, ActivationKind::silu);
   INFO("activation " << static_cast<int>(kind));
   const std::vector<double> x = inputs();
   std::vector<double> y(x.size()), expected(x.size());
@@ -54,7 +59,8 @@ TEST_CASE("activations match their libm formulas in double") {
 
 TEST_CASE("activation backward matches finite differences of the forward in double") {
   const auto kind = GENERATE(ActivationKind::none, ActivationKind::gelu, ActivationKind::sigmoid,
-                             ActivationKind::elu_plus_one, ActivationKind::relu);
+                             ActivationKind::elu_plus_one, ActivationKind::relu,
+                             ActivationKind::softplus, ActivationKind::silu);
   INFO("activation " << static_cast<int>(kind));
   std::vector<double> x = random_values(200, -6, 6, 22);
   const std::vector<double> grad = random_values(x.size(), -1, 1, 23);
@@ -95,9 +101,27 @@ TEST_CASE("float erf stays within 3.5e-7 of libm's erf, absolute and relative") 
   CHECK(erf_of(-1.5f) == -erf_of(1.5f));
 }
 
+TEST_CASE("float log and log1p stay within 2.5e-7 of libm's, relative") {
+  double worst_log = 0, worst_log1p = 0;
+  for (int i = -3000; i <= 3000; ++i) {
+    const float x = std::pow(10.0f, static_cast<float>(i) * 0.01f);  // 1e-30 .. 1e30
+    const double exact = std::log(static_cast<double>(x));
+    if (exact != 0) {
+      worst_log = std::max(worst_log, std::abs(log_of(x) - exact) / std::abs(exact));
+    }
+    const double exact1p = std::log1p(static_cast<double>(x));
+    worst_log1p = std::max(worst_log1p, std::abs(log1p_of(x) - exact1p) / exact1p);
+  }
+  CHECK(worst_log < 2.5e-7);
+  CHECK(worst_log1p < 2.5e-7);
+  CHECK(log_of(1.0f) == 0.0f);
+  CHECK(log1p_of(0.0f) == 0.0f);
+}
+
 TEST_CASE("float activations agree with the double ones to float precision") {
-  const auto kind = GENERATE(ActivationKind::gelu, ActivationKind::sigmoid,
-                             ActivationKind::elu_plus_one, ActivationKind::relu);
+  const auto kind =
+      GENERATE(ActivationKind::gelu, ActivationKind::sigmoid, ActivationKind::elu_plus_one,
+               ActivationKind::relu, ActivationKind::softplus, ActivationKind::silu);
   INFO("activation " << static_cast<int>(kind));
   const std::vector<double> x = inputs();
   std::vector<float> xf(x.begin(), x.end()), yf(x.size()), gf(x.size());

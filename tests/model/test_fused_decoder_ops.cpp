@@ -188,7 +188,8 @@ TEST_CASE("fused linear matches torch's linear with every activation, values and
       GENERATE(std::make_pair(torch::kDouble, 1e-12), std::make_pair(torch::kFloat, 1e-5));
   const auto activation =
       GENERATE(fused::Activation::none, fused::Activation::gelu, fused::Activation::sigmoid,
-               fused::Activation::elu_plus_one, fused::Activation::relu);
+               fused::Activation::elu_plus_one, fused::Activation::relu,
+               fused::Activation::softplus, fused::Activation::silu);
   // 4 x 16 and 8 x 3 run on the small-weight kernel, 40 x 32 on libtorch's products.
   const auto [in, out] =
       GENERATE(std::make_pair(4, 16), std::make_pair(8, 3), std::make_pair(40, 32));
@@ -214,8 +215,9 @@ TEST_CASE("fused linear matches torch's linear with every activation, values and
 TEST_CASE("fused activation node matches the composed activation, values and gradients") {
   const auto [dtype, tolerance] =
       GENERATE(std::make_pair(torch::kDouble, 1e-12), std::make_pair(torch::kFloat, 1e-5));
-  const auto activation = GENERATE(fused::Activation::gelu, fused::Activation::sigmoid,
-                                   fused::Activation::elu_plus_one, fused::Activation::relu);
+  const auto activation =
+      GENERATE(fused::Activation::gelu, fused::Activation::sigmoid, fused::Activation::elu_plus_one,
+               fused::Activation::relu, fused::Activation::softplus, fused::Activation::silu);
   INFO("dtype " << dtype << ", activation " << static_cast<int>(activation));
   torch::manual_seed(15);
   // A transposed (non-contiguous) input, as the heads' feature map gets it.

@@ -128,6 +128,10 @@ torch::Tensor activation_backward(const torch::Tensor& grad, const torch::Tensor
         return torch::elu_backward(grad, 1, 1, 1, false, kept);
       case Activation::relu:
         return torch::threshold_backward(grad, kept, 0);
+      case Activation::softplus:
+        return torch::softplus_backward(grad, kept, 1, 20);
+      case Activation::silu:
+        return torch::silu_backward(grad, kept);
       case Activation::none:
         break;
     }
@@ -238,6 +242,10 @@ torch::Tensor activation_reference(const torch::Tensor& x, Activation activation
       return torch::elu(x) + 1;
     case Activation::relu:
       return torch::relu(x);
+    case Activation::softplus:
+      return torch::softplus(x);
+    case Activation::silu:
+      return torch::silu(x);
   }
   return x;
 }

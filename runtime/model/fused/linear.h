@@ -6,7 +6,8 @@
 namespace memscript::fused {
 
 // What fused::linear applies to x Wᵀ + b before returning it: the MLP's GELU, DeltaNet's β =
-// σ(·), linear attention's feature maps elu(·) + 1 and relu(·) (kernels/activation.h).
+// σ(·), linear attention's feature maps elu(·) + 1 and relu(·), the step sizes' softplus(·),
+// Mamba's SiLU (kernels/activation.h).
 using Activation = kernels::ActivationKind;
 
 // y = activation(x Wᵀ + b) over the last axis of x (any leading shape) as one autograd node:

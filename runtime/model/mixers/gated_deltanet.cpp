@@ -27,7 +27,8 @@ GatedDeltaNetMixerImpl::GatedDeltaNetMixerImpl(const MixerContext& context, Opti
 }
 
 torch::Tensor GatedDeltaNetMixerImpl::decay(const torch::Tensor& x) {
-  const torch::Tensor step = torch::softplus(fused::linear(alpha_, x) + dt_bias_);
+  const torch::Tensor step =
+      fused::linear(x, alpha_->weight, dt_bias_, fused::Activation::softplus);
   return torch::exp(-torch::exp(a_log_) * step).transpose(1, 2);
 }
 

@@ -75,10 +75,10 @@ std::pair<torch::Tensor, torch::Tensor> MambaMixerImpl::convolve(const torch::Te
 MixerOutput MambaMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
   const std::vector<torch::Tensor> xz = fused::linear(in_proj_, x).chunk(2, -1);
   auto [convolved, window] = convolve(xz[0], state);
-  const torch::Tensor u = torch::silu(convolved);
+  const torch::Tensor u = fused::activation(convolved, fused::Activation::silu);
   const std::vector<torch::Tensor> parts =
       fused::linear(x_proj_, u).split_with_sizes({dt_rank_, d_state_, d_state_}, -1);
-  const torch::Tensor delta = torch::softplus(fused::linear(dt_proj_, parts[0]));
+  const torch::Tensor delta = fused::linear(dt_proj_, parts[0], fused::Activation::softplus);
   const torch::Tensor h0 = state.empty()
                                ? torch::zeros({x.size(0), d_inner_, d_state_}, x.options())
                                : state.tensors.at(1);
@@ -91,7 +91,7 @@ MixerOutput MambaMixerImpl::forward(const torch::Tensor& x, const MixerState& st
   } else {
     scan = selective_scan(u, delta, A, parts[1], parts[2], h0, negative_eigenvalues_);
   }
-  const torch::Tensor y = (scan.y + u * D_) * torch::silu(xz[1]);
+  const torch::Tensor y = (scan.y + u * D_) * fused::activation(xz[1], fused::Activation::silu);
   return {fused::linear(out_proj_, y), {{window, scan.h}, state.position + x.size(1)}};
 }
 
