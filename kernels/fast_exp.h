@@ -27,20 +27,27 @@ inline To bits_as(From value) {
   return result;
 }
 
-}  // namespace fast_exp_detail
-#endif
+constexpr float kShift = 12582912.0f;  // 1.5 · 2^23: adding it rounds to an integer
 
-MS_HOST_DEVICE inline float exp_of(float x) {
-#ifdef __CUDA_ARCH__
-  return expf(x);
-#else
-  using fast_exp_detail::bits_as;
-  constexpr float kShift = 12582912.0f;  // 1.5 · 2^23: adding it rounds to an integer
-  x = x < -80.0f ? -80.0f : (x > 80.0f ? 80.0f : x);
-  const float shifted = x * 1.44269504088896341f + kShift;
-  const float k = shifted - kShift;
-  const float r = (x - k * 0.693145751953125f) - k * 1.428606765330187045e-06f;
-  float p = 1.0f / 5040.0f;
+// p · 2^k, with k the integer that `shifted` carries (x·log2(e) + kShift), put straight into
+// the exponent bits. In unsigned arithmetic, which wraps where a NaN input would overflow a
+// signed int. (row_tile.h has the same for a vector of floats.)
+struct TimesPowerOfTwo {
+  float operator()(float p, float shifted) const {
+    const uint32_t exponent = bits_as<uint32_t>(shifted) - bits_as<uint32_t>(kShift);
+    return bits_as<float>(bits_as<uint32_t>(p) + (exponent << 23));
+  }
+};
+
+// exp on a float, or on a vector of floats given the vector's TimesPowerOfTwo: one body for
+// both, so that a lane gives the same bits as the scalar.
+template <typename V, typename Scale>
+inline V exp_float(V x, Scale times_power_of_two) {
+  x = x < -80.0f ? V{} - 80.0f : (x > 80.0f ? V{} + 80.0f : x);
+  const V shifted = x * 1.44269504088896341f + kShift;
+  const V k = shifted - kShift;
+  const V r = (x - k * 0.693145751953125f) - k * 1.428606765330187045e-06f;
+  V p = V{} + 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
   p = p * r + 1.0f / 24.0f;
@@ -48,9 +55,17 @@ MS_HOST_DEVICE inline float exp_of(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  // In unsigned arithmetic, which wraps where a NaN input would overflow a signed int.
-  const uint32_t exponent = bits_as<uint32_t>(shifted) - bits_as<uint32_t>(kShift);
-  return bits_as<float>(bits_as<uint32_t>(p) + (exponent << 23));
+  return times_power_of_two(p, shifted);
+}
+
+}  // namespace fast_exp_detail
+#endif
+
+MS_HOST_DEVICE inline float exp_of(float x) {
+#ifdef __CUDA_ARCH__
+  return expf(x);
+#else
+  return fast_exp_detail::exp_float(x, fast_exp_detail::TimesPowerOfTwo{});
 #endif
 }
 

@@ -26,19 +26,9 @@
 #include <vector>
 
 #include "fast_exp.h"
+#include "lanes.h"
 
 namespace memscript::kernels {
-
-constexpr int64_t kTileRows = 16;
-
-// may_alias: a tile's columns are also read as one flat array of T (tile_numbers).
-template <typename T>
-struct LanesOf {
-  typedef T type __attribute__((vector_size(kTileRows * sizeof(T)), __may_alias__));
-};
-// One column of a tile: kTileRows numbers, one per row.
-template <typename T>
-using Lanes = typename LanesOf<T>::type;
 
 // Zeroed memory for `columns` tile columns, aligned as Lanes<T> must be. (A std::vector of
 // Lanes<T> itself would drop the type's attributes.)
@@ -67,26 +57,19 @@ inline const T* tile_numbers(const Lanes<T>* columns) {
   return reinterpret_cast<const T*>(columns);
 }
 
-// exp_of (fast_exp.h) on every lane, the same bits lane by lane. Written on the vector type
-// itself so that it inlines into the loops that call it.
+// exp_of (fast_exp.h) on every lane: its float body instantiated on the vector type, so the
+// same bits lane by lane, and inlined into the loops that call it. 2^k goes into the exponent
+// bits as in fast_exp.h (casts between vector types of one size keep the bits).
+struct LanesTimesPowerOfTwo {
+  Lanes<float> operator()(Lanes<float> p, Lanes<float> shifted) const {
+    typedef uint32_t Bits __attribute__((vector_size(sizeof(Lanes<float>))));
+    const Bits exponent =
+        (Bits)shifted - fast_exp_detail::bits_as<uint32_t>(fast_exp_detail::kShift);
+    return (Lanes<float>)((Bits)p + (exponent << 23));
+  }
+};
 inline Lanes<float> exp_lanes(Lanes<float> x) {
-  typedef uint32_t Bits __attribute__((vector_size(sizeof(Lanes<float>))));
-  constexpr float kShift = 12582912.0f;  // 1.5 · 2^23
-  x = x < -80.0f ? Lanes<float>{} - 80.0f : (x > 80.0f ? Lanes<float>{} + 80.0f : x);
-  const Lanes<float> shifted = x * 1.44269504088896341f + kShift;
-  const Lanes<float> k = shifted - kShift;
-  const Lanes<float> r = (x - k * 0.693145751953125f) - k * 1.428606765330187045e-06f;
-  Lanes<float> p = Lanes<float>{} + 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  // Casts between vector types of one size keep the bits (GCC's vector extension).
-  const Bits exponent = (Bits)shifted - 0x4b400000u;  // minus the bits of kShift
-  return (Lanes<float>)((Bits)p + (exponent << 23));
+  return fast_exp_detail::exp_float(x, LanesTimesPowerOfTwo{});
 }
 inline Lanes<double> exp_lanes(Lanes<double> x) {
   Lanes<double> y;
