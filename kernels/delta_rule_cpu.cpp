@@ -55,15 +55,15 @@ LaneRows<T> heads_of(T* base, int64_t stride, const HeadGroup& group) {
   return at;
 }
 
-template <int64_t Width, typename T>
+template <typename T>
 void gather(const LaneRows<const T>& at, int64_t width, Lanes<T>* columns) {
-  gather_lane_rows(at.rows, dim_of<Width>(width), columns);
+  gather_lane_rows(at.rows, width, columns);
 }
 
-template <int64_t Width, typename T>
+template <typename T>
 void scatter(const Lanes<T>* columns, int64_t width, const HeadGroup& group,
              const LaneRows<T>& at) {
-  scatter_lane_rows(columns, dim_of<Width>(width), group.count, at.rows);
+  scatter_lane_rows(columns, width, group.count, at.rows);
 }
 
 // One step's inputs of every lane's head, as columns.
@@ -78,12 +78,12 @@ struct StepInputs {
   // Reads the step's k, v, β and α (1 without decay); q only when asked.
   template <typename P>
   void read(const P& p, const HeadGroup& group, int64_t t, bool with_q) {
-    gather<Dk>(rows_at(p.k, group, t), dk, k);
-    gather<Dv>(rows_at(p.v, group, t), dv, v);
-    if (with_q) gather<Dk>(rows_at(p.q, group, t), dk, q);
-    gather<1>(rows_at(p.beta, group, t), 1, &beta);
+    gather(rows_at(p.k, group, t), dk, k);
+    gather(rows_at(p.v, group, t), dv, v);
+    if (with_q) gather(rows_at(p.q, group, t), dk, q);
+    gather(rows_at(p.beta, group, t), 1, &beta);
     if (p.alpha) {
-      gather<1>(rows_at(p.alpha, group, t), 1, &alpha);
+      gather(rows_at(p.alpha, group, t), 1, &alpha);
     } else {
       alpha = broadcast<T>(T(1));
     }
@@ -109,7 +109,6 @@ void step_state(Lanes<T>* state, const Lanes<T>* k, const Lanes<T>* v, Lanes<T> 
 // delta_rule_forward_row for every row of the group's heads.
 template <typename T, int64_t Dk, int64_t Dv>
 void forward_group(const DeltaRuleForward<T>& p, const HeadGroup& group) {
-  constexpr int64_t Matrix = Dk * Dv;
   const DeltaRuleShape& s = p.shape;
   const int64_t dk = dim_of<Dk>(s.key_dim), dv = dim_of<Dv>(s.value_dim);
   const int64_t matrix = dk * dv;
@@ -118,12 +117,12 @@ void forward_group(const DeltaRuleForward<T>& p, const HeadGroup& group) {
   StepInputs<T, Dk, Dv> in{dk, dv, state + matrix, state + matrix + dk, state + matrix + 2 * dk,
                            {}, {}};
   Lanes<T>* out = in.v + dv;
-  if (p.state_in) gather<Matrix>(heads_of(p.state_in, matrix, group), matrix, state);
+  if (p.state_in) gather(heads_of(p.state_in, matrix, group), matrix, state);
   const int64_t checkpoint_stride = s.checkpoint_count() * matrix;
   for (int64_t t = 0; t < s.length; ++t) {
     if (p.checkpoints && t % s.checkpoint_every == 0) {
       const int64_t at = t / s.checkpoint_every * matrix;
-      scatter<Matrix>(state, matrix, group, heads_of(p.checkpoints + at, checkpoint_stride, group));
+      scatter(state, matrix, group, heads_of(p.checkpoints + at, checkpoint_stride, group));
     }
     in.read(p, group, t, true);
     step_state<T>(state, in.k, in.v, in.beta, in.alpha, dk, dv);
@@ -132,15 +131,14 @@ void forward_group(const DeltaRuleForward<T>& p, const HeadGroup& group) {
       for (int64_t j = 0; j < dk; ++j) output += state[i * dk + j] * in.q[j];
       out[i] = output;
     }
-    scatter<Dv>(out, dv, group, rows_at(p.outputs, group, t));
+    scatter(out, dv, group, rows_at(p.outputs, group, t));
   }
-  scatter<Matrix>(state, matrix, group, heads_of(p.state_out, matrix, group));
+  scatter(state, matrix, group, heads_of(p.state_out, matrix, group));
 }
 
 // delta_rule_backward_head for every lane's head.
 template <typename T, int64_t Dk, int64_t Dv>
 void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
-  constexpr int64_t Matrix = Dk * Dv;
   const DeltaRuleShape& s = p.shape;
   const int64_t dk = dim_of<Dk>(s.key_dim), dv = dim_of<Dv>(s.value_dim);
   const int64_t matrix = dk * dv, every = s.checkpoint_every;
@@ -154,14 +152,13 @@ void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
   Lanes<T>* grad_q = grad_output + dv;
   Lanes<T>* grad_k = grad_q + dk;
   Lanes<T>* grad_v = grad_k + dk;
-  if (p.grad_state_out) gather<Matrix>(heads_of(p.grad_state_out, matrix, group), matrix, ds);
+  if (p.grad_state_out) gather(heads_of(p.grad_state_out, matrix, group), matrix, ds);
   const int64_t checkpoint_stride = s.checkpoint_count() * matrix;
   for (int64_t segment = s.checkpoint_count() - 1; segment >= 0; --segment) {
     const int64_t start = segment * every;
     const int64_t end = std::min(start + every, s.length);
     // delta_rule_recompute_segment: states[n + 1] is the state after token start + n.
-    gather<Matrix>(heads_of(p.checkpoints + segment * matrix, checkpoint_stride, group), matrix,
-                   states);
+    gather(heads_of(p.checkpoints + segment * matrix, checkpoint_stride, group), matrix, states);
     for (int64_t t = start; t < end; ++t) {
       Lanes<T>* next = states + (t - start + 1) * matrix;
       std::copy(next - matrix, next, next);
@@ -174,7 +171,7 @@ void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
       const Lanes<T>* cur = prev + matrix;
       in.read(p, group, t, true);
       if (p.grad_outputs) {
-        gather<Dv>(rows_at(p.grad_outputs, group, t), dv, grad_output);
+        gather(rows_at(p.grad_outputs, group, t), dv, grad_output);
       } else {
         std::fill(grad_output, grad_output + dv, Lanes<T>{});
       }
@@ -204,14 +201,14 @@ void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
           dsi[j] = alpha * grad_decayed;
         }
       }
-      scatter<Dk>(grad_q, dk, group, rows_at(p.grad_q, group, t));
-      scatter<Dk>(grad_k, dk, group, rows_at(p.grad_k, group, t));
-      scatter<Dv>(grad_v, dv, group, rows_at(p.grad_v, group, t));
-      scatter<1>(&grad_beta, 1, group, rows_at(p.grad_beta, group, t));
-      if (p.grad_alpha) scatter<1>(&grad_alpha, 1, group, rows_at(p.grad_alpha, group, t));
+      scatter(grad_q, dk, group, rows_at(p.grad_q, group, t));
+      scatter(grad_k, dk, group, rows_at(p.grad_k, group, t));
+      scatter(grad_v, dv, group, rows_at(p.grad_v, group, t));
+      scatter(&grad_beta, 1, group, rows_at(p.grad_beta, group, t));
+      if (p.grad_alpha) scatter(&grad_alpha, 1, group, rows_at(p.grad_alpha, group, t));
     }
   }
-  if (p.grad_state_in) scatter<Matrix>(ds, matrix, group, heads_of(p.grad_state_in, matrix, group));
+  if (p.grad_state_in) scatter(ds, matrix, group, heads_of(p.grad_state_in, matrix, group));
 }
 
 // Calls body(group) for groups of up to kTileRows heads of [begin, end).

@@ -37,7 +37,6 @@ class TileScratch {
  public:
   explicit TileScratch(int64_t columns) : storage_(static_cast<size_t>(columns)) {}
   Lanes<T>* data() { return reinterpret_cast<Lanes<T>*>(storage_.data()); }
-  Lanes<T>& operator[](int64_t column) { return data()[column]; }
 
  private:
   struct alignas(sizeof(Lanes<T>)) Column {
@@ -83,6 +82,8 @@ inline Lanes<T> broadcast(T value) {
   return Lanes<T>{} + value;
 }
 
+namespace row_tile_detail {
+
 // A full tile of Width columns from 16 packed rows ([kTileRows][Width], contiguous) and back:
 // with every size known at compile time these become register permutes.
 template <int64_t Width, typename T>
@@ -97,8 +98,6 @@ inline void tile_to_packed_rows(const Lanes<T>* __restrict tile, T* __restrict p
     for (int64_t c = 0; c < Width; ++c) packed[r * Width + c] = tile[c][r];
   }
 }
-
-namespace row_tile_detail {
 
 // kTileRows numbers from `packed` as one column.
 template <typename T>
@@ -193,7 +192,7 @@ inline void gather_lane_rows(const T* const* rows, int64_t width, Lanes<T>* colu
   row_tile_detail::for_column_blocks(width, [&]<int64_t W>(int64_t c) {
     T packed[kTileRows * W];
     for (int64_t l = 0; l < kTileRows; ++l) std::copy(rows[l] + c, rows[l] + c + W, packed + l * W);
-    packed_rows_to_tile<W>(packed, columns + c);
+    row_tile_detail::packed_rows_to_tile<W>(packed, columns + c);
   });
 }
 
@@ -203,7 +202,7 @@ inline void scatter_lane_rows(const Lanes<T>* columns, int64_t width, int64_t co
                               T* const* rows) {
   row_tile_detail::for_column_blocks(width, [&]<int64_t W>(int64_t c) {
     T packed[kTileRows * W];
-    tile_to_packed_rows<W>(columns + c, packed);
+    row_tile_detail::tile_to_packed_rows<W>(columns + c, packed);
     for (int64_t l = 0; l < count; ++l)
       std::copy(packed + l * W, packed + (l + 1) * W, rows[l] + c);
   });
@@ -275,7 +274,7 @@ inline void sum_lanes(const Lanes<T>* __restrict acc, int64_t count, T* __restri
   int64_t j = 0;
   for (; j + 16 <= count; j += 16) {
     T packed[kTileRows * 16];
-    tile_to_packed_rows<16>(acc + j, packed);  // packed[lane · 16 + column]
+    row_tile_detail::tile_to_packed_rows<16>(acc + j, packed);  // packed[lane · 16 + column]
     Lanes<T> total = row_tile_detail::lanes_at<T>(packed);
     for (int64_t r = 1; r < kTileRows; ++r) total += row_tile_detail::lanes_at<T>(packed + r * 16);
     for (int64_t c = 0; c < 16; ++c) sum[j + c] = total[c];
