@@ -131,6 +131,13 @@ inline T activation_backward(T grad, T kept) {
   return grad;
 }
 
+// out[j] = activate<Kind>(in[j]) for j < count (out may be in): the one loop every kernel that
+// applies an activation runs.
+template <ActivationKind Kind, typename T>
+inline void activate_all(const T* in, T* out, int64_t count) {
+  for (int64_t j = 0; j < count; ++j) out[j] = activate<Kind>(in[j]);
+}
+
 // Calls body.template operator()<Kind>() with the kind as a compile-time constant, so that the
 // loops inside have no switch in them.
 template <typename Body>

@@ -6,9 +6,7 @@ namespace {
 
 template <typename T>
 void forward(ActivationKind kind, const T* pre, T* y, int64_t count) {
-  with_activation(kind, [&]<ActivationKind Kind>() {
-    for (int64_t j = 0; j < count; ++j) y[j] = activate<Kind>(pre[j]);
-  });
+  with_activation(kind, [&]<ActivationKind Kind>() { activate_all<Kind>(pre, y, count); });
 }
 
 template <typename T>

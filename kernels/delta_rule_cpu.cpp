@@ -67,7 +67,7 @@ void scatter(const Lanes<T>* columns, int64_t width, const HeadGroup& group,
 }
 
 // One step's inputs of every lane's head, as columns.
-template <typename T, int64_t Dk, int64_t Dv>
+template <typename T>
 struct StepInputs {
   int64_t dk, dv;
   Lanes<T>* q;  // [dk]
@@ -114,8 +114,7 @@ void forward_group(const DeltaRuleForward<T>& p, const HeadGroup& group) {
   const int64_t matrix = dk * dv;
   TileScratch<T> columns(matrix + 2 * dk + 2 * dv);
   Lanes<T>* state = columns.data();
-  StepInputs<T, Dk, Dv> in{dk, dv, state + matrix, state + matrix + dk, state + matrix + 2 * dk,
-                           {}, {}};
+  StepInputs<T> in{dk, dv, state + matrix, state + matrix + dk, state + matrix + 2 * dk, {}, {}};
   Lanes<T>* out = in.v + dv;
   if (p.state_in) gather(heads_of(p.state_in, matrix, group), matrix, state);
   const int64_t checkpoint_stride = s.checkpoint_count() * matrix;
@@ -147,7 +146,7 @@ void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
   Lanes<T>* ds = columns.data();
   Lanes<T>* states = ds + matrix;
   Lanes<T>* rest = states + (every + 1) * matrix;
-  StepInputs<T, Dk, Dv> in{dk, dv, rest, rest + dk, rest + 2 * dk, {}, {}};
+  StepInputs<T> in{dk, dv, rest, rest + dk, rest + 2 * dk, {}, {}};
   Lanes<T>* grad_output = in.v + dv;
   Lanes<T>* grad_q = grad_output + dv;
   Lanes<T>* grad_k = grad_q + dk;

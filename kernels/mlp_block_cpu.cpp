@@ -12,14 +12,6 @@ namespace {
 constexpr int64_t kTilesPerBlock = kMlpBlockRowsPerBlock / kTileRows;
 static_assert(kMlpBlockRowsPerBlock % kTileRows == 0);
 
-// g = gelu(a) over `columns` columns.
-template <typename T>
-void gelu_columns(const Lanes<T>* a, int64_t columns, Lanes<T>* g) {
-  const T* in = tile_numbers<T>(a);
-  T* out = tile_numbers<T>(g);
-  for (int64_t j = 0; j < columns * kTileRows; ++j) out[j] = activate<ActivationKind::gelu>(in[j]);
-}
-
 // One tile's n = LN(h) and a = W_up n + b_up, given its moments.
 template <typename T>
 void pre_activation_of(const MlpBlockWeights<T>& w, const MlpBlockShape& s, const Lanes<T>* h,
@@ -45,7 +37,8 @@ void forward_rows(const MlpBlockForward<T>& f, const MlpBlockShape& s, int64_t b
     for (int64_t c = 0; c < s.width; ++c) h[c] += m[c];
     const TileMoments<T> moments = tile_layer_norm_moments<T>(h, s.width, w.eps);
     pre_activation_of(w, s, h, moments, n, a);
-    gelu_columns<T>(a, s.hidden, g);
+    activate_all<ActivationKind::gelu>(tile_numbers<T>(a), tile_numbers<T>(g),
+                                       s.hidden * kTileRows);
     tile_linear(g, s.hidden, w.down_weight, w.down_bias, s.width, y);
     for (int64_t c = 0; c < s.width; ++c) y[c] += h[c];
     store_tile(h, s.width, count, f.h + row * s.width, s.width);

@@ -37,7 +37,7 @@ void forward(const T* x, const T* weight, const T* bias, ActivationKind activati
       if constexpr (Kind != ActivationKind::none) {
         if (pre) store_tile(out, s.out, count, pre + row * s.out, s.out);
         T* numbers = tile_numbers<T>(out);
-        for (int64_t j = 0; j < s.out * kTileRows; ++j) numbers[j] = activate<Kind>(numbers[j]);
+        activate_all<Kind>(numbers, numbers, s.out * kTileRows);
       }
     };
     for_row_tiles(x, s.in, y, s.out, begin, end, compute);
