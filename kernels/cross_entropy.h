@@ -37,10 +37,10 @@ struct CrossEntropyArgs {
   const T* logits;         // [rows, classes]
   const int64_t* targets;  // [rows]
   const bool* mask;        // [rows]
-  T* log_normalizer;       // [rows]: logsumexp of each scored row (forward out, backward in)
+  T* log_normalizer;       // [rows]: logsumexp of each row (forward out, backward in)
 };
 
-// Blocks [begin, end): fills log_normalizer for their scored rows and blocks[b] for each.
+// Blocks [begin, end): fills log_normalizer for their rows and blocks[b] for each.
 void cross_entropy_forward_cpu(const CrossEntropyArgs<float>& args, CrossEntropyShape shape,
                                CrossEntropyBlock* blocks, int64_t begin, int64_t end);
 void cross_entropy_forward_cpu(const CrossEntropyArgs<double>& args, CrossEntropyShape shape,

@@ -1,19 +1,50 @@
 #include "cross_entropy.h"
 
 #include <algorithm>
-#include <cmath>
+
+#include "activation.h"
+#include "fast_exp.h"
+#include "lanes.h"
+#include "row_tile.h"
 
 namespace memscript::kernels {
 
 namespace {
 
+// Every row of a block: largest + log Σ exp(logit − largest), NaN where a logit is not finite
+// (the fast exp and log map NaN to numbers; a diverged model's loss must stay NaN). Unscored
+// rows too, so that the loops have no branch. In T with the exp and log of fast_exp.h and
+// activation.h, kTileRows rows per vector: libm's double exp and log per row were about 7% of a
+// seed-mini training step, whose models are small enough for the loss to show.
 template <typename T>
-double log_sum_exp(const T* row, int64_t classes) {
-  double largest = row[0];
-  for (int64_t c = 1; c < classes; ++c) largest = std::max<double>(largest, row[c]);
-  double sum = 0;
-  for (int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - largest);
-  return largest + std::log(sum);
+void block_log_normalizers(const T* logits, int64_t rows, int64_t classes, T* normalizer) {
+  T largest[kCrossEntropyRowsPerBlock], sum[kCrossEntropyRowsPerBlock];
+  for (int64_t first = 0; first < rows; first += kTileRows) {
+    const int64_t count = std::min(kTileRows, rows - first);
+    // Class c of the tile's rows, one row per lane (zeros past the last row).
+    const auto column = [&](int64_t c) {
+      Lanes<T> values{};
+      for (int64_t r = 0; r < count; ++r) values[r] = logits[(first + r) * classes + c];
+      return values;
+    };
+    Lanes<T> tile_largest = column(0);
+    for (int64_t c = 1; c < classes; ++c) {
+      const Lanes<T> values = column(c);
+      tile_largest = tile_largest < values ? values : tile_largest;  // std::max lane by lane
+    }
+    Lanes<T> tile_sum{}, nan_if_not_finite{};
+    for (int64_t c = 0; c < classes; ++c) {
+      const Lanes<T> values = column(c);
+      tile_sum += exp_lanes(values - tile_largest);
+      nan_if_not_finite += values - values;
+    }
+    tile_largest += nan_if_not_finite;
+    for (int64_t r = 0; r < count; ++r) {
+      largest[first + r] = tile_largest[r];
+      sum[first + r] = tile_sum[r];
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) normalizer[r] = largest[r] + log_of(sum[r]);
 }
 
 template <typename T>
@@ -22,38 +53,47 @@ void forward_blocks(const CrossEntropyArgs<T>& a, CrossEntropyShape shape,
   for (int64_t b = begin; b < end; ++b) {
     CrossEntropyBlock block;
     const int64_t first = b * kCrossEntropyRowsPerBlock;
-    const int64_t last = std::min(shape.rows, first + kCrossEntropyRowsPerBlock);
-    for (int64_t r = first; r < last; ++r) {
+    const int64_t rows = std::min(shape.rows - first, kCrossEntropyRowsPerBlock);
+    block_log_normalizers(a.logits + first * shape.classes, rows, shape.classes,
+                          a.log_normalizer + first);
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t r = first + i;
       if (!a.mask[r]) continue;
       const int64_t target = a.targets[r];
       if (target < 0 || target >= shape.classes) {
         if (block.bad_row < 0) block.bad_row = r;
         continue;
       }
-      const T* row = a.logits + r * shape.classes;
-      const double normalizer = log_sum_exp(row, shape.classes);
-      a.log_normalizer[r] = static_cast<T>(normalizer);
-      block.loss_sum += normalizer - row[target];
+      block.loss_sum += static_cast<double>(a.log_normalizer[r]) -
+                        static_cast<double>(a.logits[r * shape.classes + target]);
       ++block.scored;
     }
     blocks[b] = block;
   }
 }
 
+// The softmax of all rows in one flat loop that vectorizes (every row's normalizer is set by the
+// forward), then unscored rows zeroed and the targets subtracted.
 template <typename T>
 void backward_rows(const CrossEntropyArgs<T>& a, CrossEntropyShape shape, double scale,
                    T* grad_logits, int64_t begin, int64_t end) {
   const T scale_t = static_cast<T>(scale);
   for (int64_t r = begin; r < end; ++r) {
-    T* grad = grad_logits + r * shape.classes;
-    if (!a.mask[r]) {
-      std::fill(grad, grad + shape.classes, T(0));
-      continue;
+    for (int64_t c = 0; c < shape.classes; ++c) {
+      const int64_t i = r * shape.classes + c;
+      grad_logits[i] = a.logits[i] - a.log_normalizer[r];
     }
-    const T* row = a.logits + r * shape.classes;
-    const T normalizer = a.log_normalizer[r];
-    for (int64_t c = 0; c < shape.classes; ++c) grad[c] = std::exp(row[c] - normalizer) * scale_t;
-    grad[a.targets[r]] -= scale_t;
+  }
+  T* const grad = grad_logits + begin * shape.classes;
+  const int64_t count = (end - begin) * shape.classes;
+  for (int64_t i = 0; i < count; ++i) grad[i] = exp_of(grad[i]) * scale_t;
+  for (int64_t r = begin; r < end; ++r) {
+    T* row = grad_logits + r * shape.classes;
+    if (a.mask[r]) {
+      row[a.targets[r]] -= scale_t;
+    } else {
+      std::fill(row, row + shape.classes, T(0));
+    }
   }
 }
 

@@ -5,6 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include "runtime/model/fused/cross_entropy.h"
 #include "runtime/model/fused/embedding.h"
 #include "runtime/model/fused/l2_normalize.h"
@@ -137,6 +140,21 @@ TEST_CASE("fused masked cross-entropy with nothing scored is zero, with a zero g
   const auto [loss, grad] = loss_with_grad(c, LossReduction::mean, true);
   CHECK(loss.item<double>() == 0.0);
   CHECK(torch::all(grad == 0).item<bool>());
+}
+
+TEST_CASE("fused masked cross-entropy is NaN when a scored row has a NaN or infinite logit") {
+  const auto dtype = GENERATE(torch::kFloat, torch::kDouble);
+  const double bad = GENERATE(std::nan(""), std::numeric_limits<double>::infinity());
+  INFO("dtype " << dtype << ", logit " << bad);
+  LossCase c = loss_case(2, 5, 3, dtype, 10);
+  c.mask.fill_(true);
+  torch::Tensor logits = c.logits.detach().clone();
+  logits.index_put_({1, 3, 2}, bad);
+  CHECK(std::isnan(
+      fused::masked_cross_entropy(logits, c.targets, c.mask, LossReduction::mean).item<double>()));
+  c.mask.index_put_({1, 3}, false);  // an unscored row is not read
+  CHECK(std::isfinite(
+      fused::masked_cross_entropy(logits, c.targets, c.mask, LossReduction::mean).item<double>()));
 }
 
 TEST_CASE("fused masked cross-entropy names a scored target outside the classes") {
