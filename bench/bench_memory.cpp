@@ -22,6 +22,7 @@
 #include "bench_model.h"
 #include "runtime/evaluate.h"
 #include "runtime/memory.h"
+#include "runtime/tensor_cache.h"
 
 using namespace memscript;
 using namespace memscript::bench;
@@ -176,6 +177,7 @@ int drive(const std::string& self, const Settings& s) {
 
 int main(int argc, char** argv) {
   memscript::keep_freed_memory();  // as the memscript binary does
+  memscript::cache_tensor_memory();
   cxxopts::Options cli("memscript_bench_memory",
                        "peak resident memory of a long evaluation, one process per mixer");
   // clang-format off

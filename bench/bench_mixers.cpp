@@ -21,6 +21,7 @@
 #include "runtime/batch.h"
 #include "runtime/memory.h"
 #include "runtime/optim.h"
+#include "runtime/tensor_cache.h"
 
 using namespace memscript;
 using namespace memscript::bench;
@@ -371,6 +372,7 @@ Settings parse(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   memscript::keep_freed_memory();  // as the memscript binary does
+  memscript::cache_tensor_memory();
   try {
     Bench bench(parse(argc, argv));
     const Settings& s = bench.settings();

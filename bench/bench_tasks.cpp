@@ -11,6 +11,7 @@
 #include "runtime/model/decoder.h"
 #include "runtime/optim.h"
 #include "runtime/task.h"
+#include "runtime/tensor_cache.h"
 
 using namespace memscript;
 using memscript::bench::median_seconds;
@@ -75,6 +76,7 @@ void share_of_training_step(const TaskCase& c) {
 
 int main() {
   memscript::keep_freed_memory();  // as the memscript binary does
+  memscript::cache_tensor_memory();
   at::set_num_threads(1);
   const std::vector<TaskCase> cases = {
       {"parity", "parity", {}, 256},

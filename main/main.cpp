@@ -26,6 +26,7 @@
 #include "runtime/memory.h"
 #include "runtime/options.h"
 #include "runtime/sweep/shard.h"
+#include "runtime/tensor_cache.h"
 #include "runtime/versions.h"
 
 namespace fs = std::filesystem;
@@ -280,6 +281,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   memscript::keep_freed_memory();
+  memscript::cache_tensor_memory();
   try {
     return run(argc, argv);
   } catch (const UsageError& error) {
