@@ -15,7 +15,7 @@ TEST_CASE("after keep_freed_memory a large block comes from the heap and stays t
   REQUIRE(block != nullptr);
   std::memset(block, 1, kBytes);
   const struct mallinfo2 held = mallinfo2();
-  CHECK(held.hblkhd == before.hblkhd);  // not a mapping of its own
+  CHECK(held.hblkhd == before.hblkhd);               // not a mapping of its own
   CHECK(held.uordblks >= before.uordblks + kBytes);  // in use, on the heap
   std::free(block);
   CHECK(mallinfo2().arena == held.arena);  // the heap kept it for the next allocation
