@@ -53,6 +53,15 @@ Forward run_forward(const torch::Tensor& q, const torch::Tensor& k, const torch:
   return result;
 }
 
+// An empty [batch, heads, positions, head_dim] tensor whose memory is [batch, positions, heads,
+// head_dim], the layout the heads were split from: the gradients then flow back through
+// split_heads' transpose and unflatten as views instead of one copy each (2.8% of a seed-mini
+// GPT step at length 32).
+torch::Tensor heads_split_layout(const torch::Tensor& like) {
+  return torch::empty({like.size(0), like.size(2), like.size(1), like.size(3)}, like.options())
+      .transpose(1, 2);
+}
+
 class CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
@@ -68,9 +77,9 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
     const torch::Tensor out = saved[3].transpose(1, 2);  // as [batch, heads, queries, head_dim]
     const torch::Tensor grad_out = width_contiguous(grads[0]).transpose(1, 2);
     const AttentionShape shape = shape_of(q, k);
-    const torch::Tensor grad_q = torch::empty_like(q, at::MemoryFormat::Contiguous);
-    const torch::Tensor grad_k = torch::empty_like(k, at::MemoryFormat::Contiguous);
-    const torch::Tensor grad_v = torch::empty_like(v, at::MemoryFormat::Contiguous);
+    const torch::Tensor grad_q = heads_split_layout(q);
+    const torch::Tensor grad_k = heads_split_layout(k);
+    const torch::Tensor grad_v = heads_split_layout(v);
     AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused causal attention backward", [&] {
       const kernels::AttentionBackward<scalar_t> args{sequence_view<const scalar_t>(q),
                                                       sequence_view<const scalar_t>(k),
