@@ -16,33 +16,25 @@ namespace {
 // rows too, so that the loops have no branch. In T with the exp and log of fast_exp.h and
 // activation.h, kTileRows rows per vector: libm's double exp and log per row were about 7% of a
 // seed-mini training step, whose models are small enough for the loss to show.
+// `tile`: scratch for `classes` tile columns.
 template <typename T>
-void block_log_normalizers(const T* logits, int64_t rows, int64_t classes, T* normalizer) {
+void block_log_normalizers(const T* logits, int64_t rows, int64_t classes, Lanes<T>* tile,
+                           T* normalizer) {
   T largest[kCrossEntropyRowsPerBlock], sum[kCrossEntropyRowsPerBlock];
   for (int64_t first = 0; first < rows; first += kTileRows) {
     const int64_t count = std::min(kTileRows, rows - first);
-    // Class c of the tile's rows, one row per lane (zeros past the last row).
-    const auto column = [&](int64_t c) {
-      Lanes<T> values{};
-      for (int64_t r = 0; r < count; ++r) values[r] = logits[(first + r) * classes + c];
-      return values;
-    };
-    Lanes<T> tile_largest = column(0);
+    load_tile(logits + first * classes, classes, classes, count, tile);  // tile[c]: class c
+    Lanes<T> tile_largest = tile[0];
     for (int64_t c = 1; c < classes; ++c) {
-      const Lanes<T> values = column(c);
-      tile_largest = tile_largest < values ? values : tile_largest;  // std::max lane by lane
+      tile_largest = tile_largest < tile[c] ? tile[c] : tile_largest;  // std::max lane by lane
     }
     Lanes<T> tile_sum{}, nan_if_not_finite{};
     for (int64_t c = 0; c < classes; ++c) {
-      const Lanes<T> values = column(c);
-      tile_sum += exp_lanes(values - tile_largest);
-      nan_if_not_finite += values - values;
+      tile_sum += exp_lanes(tile[c] - tile_largest);
+      nan_if_not_finite += tile[c] - tile[c];
     }
-    tile_largest += nan_if_not_finite;
-    for (int64_t r = 0; r < count; ++r) {
-      largest[first + r] = tile_largest[r];
-      sum[first + r] = tile_sum[r];
-    }
+    store_lanes(tile_largest + nan_if_not_finite, count, largest + first);
+    store_lanes(tile_sum, count, sum + first);
   }
   for (int64_t r = 0; r < rows; ++r) normalizer[r] = largest[r] + log_of(sum[r]);
 }
@@ -50,11 +42,12 @@ void block_log_normalizers(const T* logits, int64_t rows, int64_t classes, T* no
 template <typename T>
 void forward_blocks(const CrossEntropyArgs<T>& a, CrossEntropyShape shape,
                     CrossEntropyBlock* blocks, int64_t begin, int64_t end) {
+  TileScratch<T> tile(shape.classes);
   for (int64_t b = begin; b < end; ++b) {
     CrossEntropyBlock block;
     const int64_t first = b * kCrossEntropyRowsPerBlock;
     const int64_t rows = std::min(shape.rows - first, kCrossEntropyRowsPerBlock);
-    block_log_normalizers(a.logits + first * shape.classes, rows, shape.classes,
+    block_log_normalizers(a.logits + first * shape.classes, rows, shape.classes, tile.data(),
                           a.log_normalizer + first);
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t r = first + i;
