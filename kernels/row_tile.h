@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "fast_exp.h"
@@ -142,6 +143,32 @@ inline void for_column_blocks(int64_t width, Move&& move) {
   if (c < width) move.template operator()<1>(c);
 }
 
+template <typename T, int64_t N>
+struct VectorOf {
+  typedef T type __attribute__((vector_size(N * sizeof(T))));
+};
+
+template <typename V, size_t... I>
+inline auto concat(V a, V b, std::index_sequence<I...>) {
+  return __builtin_shufflevector(a, b, I...);
+}
+
+// Numbers [c, c + W) of rows[0 … Rows) side by side in one vector, built in registers: a
+// vector load read back from numbers just stored one row at a time waits for those stores to
+// reach the cache (no store forwarding across sizes), and behind them every earlier store.
+template <typename T, int64_t W, int64_t Rows>
+inline typename VectorOf<T, W * Rows>::type concat_rows(const T* const* rows, int64_t c) {
+  if constexpr (Rows == 1) {
+    typename VectorOf<T, W>::type v;
+    std::memcpy(&v, rows[0] + c, sizeof v);
+    return v;
+  } else {
+    return concat(concat_rows<T, W, Rows / 2>(rows, c),
+                  concat_rows<T, W, Rows / 2>(rows + Rows / 2, c),
+                  std::make_index_sequence<W * Rows>());
+  }
+}
+
 }  // namespace row_tile_detail
 
 // One number per row for the first `count` rows: as a column (zeros past count), and back.
@@ -190,9 +217,11 @@ inline void store_tile(const Lanes<T>* tile, int64_t width, int64_t count, T* ro
 template <typename T>
 inline void gather_lane_rows(const T* const* rows, int64_t width, Lanes<T>* columns) {
   row_tile_detail::for_column_blocks(width, [&]<int64_t W>(int64_t c) {
-    T packed[kTileRows * W];
-    for (int64_t l = 0; l < kTileRows; ++l) std::copy(rows[l] + c, rows[l] + c + W, packed + l * W);
-    row_tile_detail::packed_rows_to_tile<W>(packed, columns + c);
+    constexpr int64_t kRowsPerVector = kTileRows / W;
+    Lanes<T> packed[W];
+    for (int64_t v = 0; v < W; ++v)
+      packed[v] = row_tile_detail::concat_rows<T, W, kRowsPerVector>(rows + v * kRowsPerVector, c);
+    row_tile_detail::packed_rows_to_tile<W>(tile_numbers<T>(packed), columns + c);
   });
 }
 
