@@ -72,18 +72,38 @@ void with_channel_count(int64_t channels, Body&& body) {
   }
 }
 
+// Where a chunk's gather or scatter asks the cache for rows one chunk ahead: at long lengths
+// the arrays no longer stay in the caches between the forward and the backward, a chunk's rows
+// are runs of a few lines, too short for the hardware prefetcher to pick up, and the backward
+// takes its chunks last to first. Asking for step t + ahead while moving step t (ahead = ±kChunk,
+// the chunk the walk takes next) spreads the requests over the chunk's work. Steps outside the
+// sequence are not asked for.
+struct ChunkAhead {
+  int64_t length;
+  int64_t ahead;  // steps from a chunk to the next in the walk's order; 0: ask for nothing
+
+  template <bool Write, typename T>
+  [[gnu::always_inline]] void fetch(const T* step_row, int64_t step, int64_t width) const {
+    const int64_t at = step + ahead;
+    if (ahead != 0 && at >= 0 && at < length) __builtin_prefetch(step_row + ahead * width, Write);
+  }
+};
+
 // Steps [t0, t0 + steps) of one channels-wide slice of a [batch, length, width] array (the slice
 // at column `offset` of each step), into lanes: out[t · lanes + g · channels + c].
 template <typename T>
 void gather_chunk(const T* source, int64_t length, int64_t width, int64_t offset,
-                  const ChannelGroup& group, int64_t t0, int64_t steps, T* out) {
+                  const ChannelGroup& group, int64_t t0, int64_t steps, T* out, int64_t ahead = 0) {
+  const ChunkAhead next{length, ahead};
   with_channel_count(group.channels, [&]<int64_t N>() {
-    const int64_t channels = N > 0 ? N : group.channels, lanes = group.lanes();
+    const int64_t channels = N > 0 ? N : group.channels, lanes = group.lanes(), count = steps;
     for (int64_t g = 0; g < group.rows; ++g) {
       const T* __restrict row = source + ((group.first + g) * length + t0) * width + offset;
       T* __restrict into = out + g * channels;
-      for (int64_t t = 0; t < steps; ++t)
+      for (int64_t t = 0; t < count; ++t) {
+        next.fetch<false>(row + t * width, t0 + t, width);
         std::copy(row + t * width, row + t * width + channels, into + t * lanes);
+      }
     }
   });
 }
@@ -91,14 +111,60 @@ void gather_chunk(const T* source, int64_t length, int64_t width, int64_t offset
 // The inverse of gather_chunk.
 template <typename T>
 void scatter_chunk(const T* lanes_in, int64_t length, const ChannelGroup& group, int64_t t0,
-                   int64_t steps, T* target, int64_t width, int64_t offset) {
+                   int64_t steps, T* target, int64_t width, int64_t offset, int64_t ahead) {
+  const ChunkAhead next{length, ahead};
   with_channel_count(group.channels, [&]<int64_t N>() {
-    const int64_t channels = N > 0 ? N : group.channels, lanes = group.lanes();
+    const int64_t channels = N > 0 ? N : group.channels, lanes = group.lanes(), count = steps;
     for (int64_t g = 0; g < group.rows; ++g) {
       T* __restrict row = target + ((group.first + g) * length + t0) * width + offset;
       const T* __restrict from = lanes_in + g * channels;
-      for (int64_t t = 0; t < steps; ++t)
+      for (int64_t t = 0; t < count; ++t) {
+        next.fetch<true>(row + t * width, t0 + t, width);
         std::copy(from + t * lanes, from + t * lanes + channels, row + t * width);
+      }
+    }
+  });
+}
+
+// gather_chunk of slices 0 … Slots − 1 of a [batch, length, Slots · channels] array at once
+// (the gates of a step side by side), slice s into out[s]: each step's row is read once.
+template <int64_t Slots, typename T>
+void gather_chunk_slots(const T* source, int64_t length, const ChannelGroup& group, int64_t t0,
+                        int64_t steps, T* const (&out)[Slots], int64_t ahead) {
+  const ChunkAhead next{length, ahead};
+  with_channel_count(group.channels, [&]<int64_t N>() {
+    const int64_t channels = N > 0 ? N : group.channels, lanes = group.lanes();
+    const int64_t width = Slots * channels, count = steps;
+    for (int64_t g = 0; g < group.rows; ++g) {
+      const T* __restrict row = source + ((group.first + g) * length + t0) * width;
+      for (int64_t t = 0; t < count; ++t) {
+        next.fetch<false>(row + t * width, t0 + t, width);
+        for (int64_t s = 0; s < Slots; ++s) {
+          const T* from = row + t * width + s * channels;
+          std::copy(from, from + channels, out[s] + t * lanes + g * channels);
+        }
+      }
+    }
+  });
+}
+
+// The inverse of gather_chunk_slots.
+template <int64_t Slots, typename T>
+void scatter_chunk_slots(const T* const (&in)[Slots], int64_t length, const ChannelGroup& group,
+                         int64_t t0, int64_t steps, T* target, int64_t ahead) {
+  const ChunkAhead next{length, ahead};
+  with_channel_count(group.channels, [&]<int64_t N>() {
+    const int64_t channels = N > 0 ? N : group.channels, lanes = group.lanes();
+    const int64_t width = Slots * channels, count = steps;
+    for (int64_t g = 0; g < group.rows; ++g) {
+      T* __restrict row = target + ((group.first + g) * length + t0) * width;
+      for (int64_t t = 0; t < count; ++t) {
+        next.fetch<true>(row + t * width, t0 + t, width);
+        for (int64_t s = 0; s < Slots; ++s) {
+          const T* from = in[s] + t * lanes + g * channels;
+          std::copy(from, from + channels, row + t * width + s * channels);
+        }
+      }
     }
   });
 }
@@ -165,12 +231,13 @@ struct ChunkStates {
 
   // Steps [t0 − 1, t0 + steps) of a [batch, length, channels] array of states (only
   // [t0, t0 + steps) at t0 = 0).
-  void gather(const T* source, int64_t length, const ChannelGroup& group, int64_t t0,
-              int64_t steps) {
+  void gather(const T* source, int64_t length, const ChannelGroup& group, int64_t t0, int64_t steps,
+              int64_t ahead) {
     if (t0 > 0) {
-      gather_chunk(source, length, group.channels, 0, group, t0 - 1, steps + 1, storage.data());
+      gather_chunk(source, length, group.channels, 0, group, t0 - 1, steps + 1, storage.data(),
+                   ahead);
     } else {
-      gather_chunk(source, length, group.channels, 0, group, t0, steps, states());
+      gather_chunk(source, length, group.channels, 0, group, t0, steps, states(), ahead);
     }
   }
 };

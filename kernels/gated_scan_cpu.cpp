@@ -26,15 +26,13 @@ void qlstm_gates(T* __restrict f, T* __restrict i, T* __restrict z, T* __restric
 template <typename T>
 void qlstm_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
                          const ChannelGroup& group) {
-  const int64_t lanes = group.lanes(), hidden = shape.hidden, length = shape.length,
-                width = 4 * hidden;
+  const int64_t lanes = group.lanes(), hidden = shape.hidden, length = shape.length;
   const std::vector<T> bias = per_lane(a.bias, group);
   std::vector<T> state = group_values(a.initial, group);
   ChunkArrays<T> chunk(6, lanes);
   T *f = chunk[0], *i = chunk[1], *z = chunk[2], *o = chunk[3], *c = chunk[4], *y = chunk[5];
   for_chunks(shape.length, [&](int64_t t0, int64_t steps) {
-    for (int slot = 0; slot < 4; ++slot)
-      gather_chunk(a.pre, length, width, slot * hidden, group, t0, steps, chunk[slot]);
+    gather_chunk_slots<4>(a.pre, length, group, t0, steps, {f, i, z, o}, kChunk);
     qlstm_gates(f, i, z, o, bias.data(), steps, lanes, a.negative);
     T* __restrict h = state.data();
     for (int64_t t = 0; t < steps; ++t) {
@@ -45,8 +43,8 @@ void qlstm_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
       }
     }
     for (int64_t j = 0; j < steps * lanes; ++j) y[j] = qlstm_output(o[j], c[j]);
-    scatter_chunk(c, length, group, t0, steps, a.states, hidden, 0);
-    scatter_chunk(y, length, group, t0, steps, a.outputs, hidden, 0);
+    scatter_chunk(c, length, group, t0, steps, a.states, hidden, 0, kChunk);
+    scatter_chunk(y, length, group, t0, steps, a.outputs, hidden, 0, kChunk);
   });
   store_group_values(state, group, a.last);
 }
@@ -54,8 +52,7 @@ void qlstm_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
 template <typename T>
 void qlstm_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
                           const ChannelGroup& group) {
-  const int64_t lanes = group.lanes(), hidden = shape.hidden, length = shape.length,
-                width = 4 * hidden;
+  const int64_t lanes = group.lanes(), hidden = shape.hidden, length = shape.length;
   const std::vector<T> bias = per_lane(a.bias, group);
   const std::vector<T> initial = group_values(a.initial, group);
   std::vector<T> carry = group_values(a.grad_last, group);
@@ -64,13 +61,12 @@ void qlstm_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
   T *f = chunk[0], *i = chunk[1], *z = chunk[2], *o = chunk[3], *gy = chunk[4],
     *previous = chunk[5], *gc = chunk[6], *go = chunk[7];
   for_chunks_in_reverse(shape.length, [&](int64_t t0, int64_t steps) {
-    for (int slot = 0; slot < 4; ++slot)
-      gather_chunk(a.pre, length, width, slot * hidden, group, t0, steps, chunk[slot]);
+    gather_chunk_slots<4>(a.pre, length, group, t0, steps, {f, i, z, o}, -kChunk);
     qlstm_gates(f, i, z, o, bias.data(), steps, lanes, a.negative);
-    states.gather(a.states, length, group, t0, steps);
+    states.gather(a.states, length, group, t0, steps, -kChunk);
     const T* c = states.states();
     previous_states(c, initial, t0, steps, lanes, previous);
-    gather_chunk(a.grad_outputs, length, hidden, 0, group, t0, steps, gy);
+    gather_chunk(a.grad_outputs, length, hidden, 0, group, t0, steps, gy, -kChunk);
     // What the outputs hand back, to c_t and to o.
     for (int64_t j = 0; j < steps * lanes; ++j) {
       const QlstmOutputGrads<T> out = qlstm_output_grads(o[j], c[j], gy[j]);
@@ -96,10 +92,7 @@ void qlstm_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
         z[j] = gc[j] * ij * activation_slope(zj, tanh_gate<T>());
       }
     }
-    scatter_chunk(f, length, group, t0, steps, a.grad_pre, width, 0);
-    scatter_chunk(i, length, group, t0, steps, a.grad_pre, width, hidden);
-    scatter_chunk(z, length, group, t0, steps, a.grad_pre, width, 2 * hidden);
-    scatter_chunk(go, length, group, t0, steps, a.grad_pre, width, 3 * hidden);
+    scatter_chunk_slots<4>({f, i, z, go}, length, group, t0, steps, a.grad_pre, -kChunk);
   });
   store_group_values(carry, group, a.grad_initial);
 }
@@ -107,14 +100,12 @@ void qlstm_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
 template <typename T>
 void mingru_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
                           const ChannelGroup& group) {
-  const int64_t lanes = group.lanes(), hidden = shape.hidden, length = shape.length,
-                width = 2 * hidden;
+  const int64_t lanes = group.lanes(), hidden = shape.hidden, length = shape.length;
   std::vector<T> state = group_values(a.initial, group);
   ChunkArrays<T> chunk(3, lanes);
   T *z = chunk[0], *candidate = chunk[1], *h = chunk[2];
   for_chunks(shape.length, [&](int64_t t0, int64_t steps) {
-    gather_chunk(a.pre, length, width, 0, group, t0, steps, z);
-    gather_chunk(a.pre, length, width, hidden, group, t0, steps, candidate);
+    gather_chunk_slots<2>(a.pre, length, group, t0, steps, {z, candidate}, kChunk);
     for (int64_t j = 0; j < steps * lanes; ++j) z[j] = activate(z[j], sigmoid_gate<T>());
     T* __restrict s = state.data();
     for (int64_t t = 0; t < steps; ++t) {
@@ -124,8 +115,8 @@ void mingru_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
         h[at + l] = s[l];
       }
     }
-    scatter_chunk(h, length, group, t0, steps, a.states, hidden, 0);
-    if (a.outputs) scatter_chunk(h, length, group, t0, steps, a.outputs, hidden, 0);
+    scatter_chunk(h, length, group, t0, steps, a.states, hidden, 0, kChunk);
+    if (a.outputs) scatter_chunk(h, length, group, t0, steps, a.outputs, hidden, 0, kChunk);
   });
   store_group_values(state, group, a.last);
 }
@@ -133,21 +124,19 @@ void mingru_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
 template <typename T>
 void mingru_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
                            const ChannelGroup& group) {
-  const int64_t lanes = group.lanes(), hidden = shape.hidden, length = shape.length,
-                width = 2 * hidden;
+  const int64_t lanes = group.lanes(), hidden = shape.hidden, length = shape.length;
   const std::vector<T> initial = group_values(a.initial, group);
   std::vector<T> carry = group_values(a.grad_last, group);
   ChunkArrays<T> chunk(4, lanes);
   ChunkStates<T> states(lanes);
   T *z = chunk[0], *candidate = chunk[1], *gh = chunk[2], *previous = chunk[3];
   for_chunks_in_reverse(shape.length, [&](int64_t t0, int64_t steps) {
-    gather_chunk(a.pre, length, width, 0, group, t0, steps, z);
-    gather_chunk(a.pre, length, width, hidden, group, t0, steps, candidate);
+    gather_chunk_slots<2>(a.pre, length, group, t0, steps, {z, candidate}, -kChunk);
     for (int64_t j = 0; j < steps * lanes; ++j) z[j] = activate(z[j], sigmoid_gate<T>());
-    states.gather(a.states, length, group, t0, steps);
+    states.gather(a.states, length, group, t0, steps, -kChunk);
     const T* h = states.states();
     previous_states(h, initial, t0, steps, lanes, previous);
-    gather_chunk(a.grad_outputs, length, hidden, 0, group, t0, steps, gh);
+    gather_chunk(a.grad_outputs, length, hidden, 0, group, t0, steps, gh, -kChunk);
     T* __restrict k = carry.data();
     for (int64_t t = steps - 1; t >= 0; --t) {
       const int64_t at = t * lanes;
@@ -162,8 +151,7 @@ void mingru_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
       z[j] = mingru_grad_pre_z(zj, candidate[j], previous[j], gh[j], a.negative);
       candidate[j] = gh[j] * zj;
     }
-    scatter_chunk(z, length, group, t0, steps, a.grad_pre, width, 0);
-    scatter_chunk(candidate, length, group, t0, steps, a.grad_pre, width, hidden);
+    scatter_chunk_slots<2>({z, candidate}, length, group, t0, steps, a.grad_pre, -kChunk);
   });
   store_group_values(carry, group, a.grad_initial);
 }

@@ -108,7 +108,8 @@ std::vector<double> sum_over_batch(const std::vector<double>& per_row, ComplexSc
 }  // namespace
 
 TEST_CASE("complex scan forward matches std::complex written out") {
-  const ComplexScanShape shape{2, 9, 3};
+  // Several chunks of steps (the last one partial) and a channel count of compile-time length.
+  const ComplexScanShape shape = GENERATE(ComplexScanShape{2, 9, 3}, ComplexScanShape{3, 75, 4});
   const ComplexCase c(shape, 11);
   const ComplexOutputs o = run_forward(c, true);
   for (int64_t n = 0; n < shape.batch; ++n) {
@@ -127,8 +128,8 @@ TEST_CASE("complex scan forward matches std::complex written out") {
 }
 
 TEST_CASE("complex scan backward matches finite differences for b, h0 and λ") {
-  for (const ComplexScanShape shape :
-       {ComplexScanShape{1, 1, 1}, ComplexScanShape{2, 7, 3}, ComplexScanShape{1, 10, 2}}) {
+  for (const ComplexScanShape shape : {ComplexScanShape{1, 1, 1}, ComplexScanShape{2, 7, 3},
+                                       ComplexScanShape{1, 10, 2}, ComplexScanShape{1, 70, 4}}) {
     for (const bool with_h0 : {false, true}) {
       ComplexCase c(shape, 12);
       const ComplexOutputs o = run_forward(c, with_h0);

@@ -111,7 +111,8 @@ Outputs cpu_forward(const Case& c, const std::vector<double>& pre, const std::ve
   return {c.kind == GatedCellKind::qlstm ? out.outputs : out.states, out.last};
 }
 
-const GatedScanShape kShapes[] = {{1, 1, 1}, {2, 7, 3}, {3, 70, 5}, {1, 33, 17}};
+// Hidden 4 (the seed-mini size, whose copies have a compile-time length) over several chunks.
+const GatedScanShape kShapes[] = {{1, 1, 1}, {2, 7, 3}, {3, 70, 5}, {1, 33, 17}, {2, 70, 4}};
 
 }  // namespace
 
@@ -135,8 +136,8 @@ TEST_CASE("the fused qLSTM and minGRU cells on the CPU match their written-out e
 TEST_CASE("the fused cells' backward matches finite differences for every input") {
   const GatedCellKind kind = GENERATE(GatedCellKind::qlstm, GatedCellKind::mingru);
   const bool negative = GENERATE(false, true);
-  for (const GatedScanShape shape :
-       {GatedScanShape{1, 1, 1}, GatedScanShape{2, 5, 3}, GatedScanShape{1, 40, 2}}) {
+  for (const GatedScanShape shape : {GatedScanShape{1, 1, 1}, GatedScanShape{2, 5, 3},
+                                     GatedScanShape{1, 40, 2}, GatedScanShape{1, 70, 4}}) {
     INFO("kind " << static_cast<int>(kind) << ", negative " << negative << ", length "
                  << shape.length);
     Case c = random_case(kind, shape, negative, 21);
