@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "lane_prefetch.h"
+
 namespace memscript::kernels {
 
 // Steps per chunk: a chunk's arrays stay in the L1 cache between the passes over it.
@@ -88,6 +90,13 @@ struct ChunkAhead {
     if (ahead != 0 && at >= 0 && at < length) __builtin_prefetch(step_row + ahead * width, Write);
   }
 };
+
+// The `ahead` of a chunk walk over `length` steps, first to last or last to first: none below
+// kPrefetchMinLength.
+inline int64_t chunk_ahead(int64_t length, bool reverse) {
+  if (length < kPrefetchMinLength) return 0;
+  return reverse ? -kChunk : kChunk;
+}
 
 // Steps [t0, t0 + steps) of one channels-wide slice of a [batch, length, width] array (the slice
 // at column `offset` of each step), into lanes: out[t · lanes + g · channels + c].

@@ -56,12 +56,13 @@ void forward_group(const ComplexScanForward<T>& f, const ComplexScanShape& shape
   std::vector<T> re = group_values(f.h0_re, group), im = group_values(f.h0_im, group);
   ChunkArrays<T> chunk(4, lanes);
   T *b_re = chunk[0], *b_im = chunk[1], *h_re = chunk[2], *h_im = chunk[3];
+  const int64_t ahead = chunk_ahead(length, false);
   for_chunks(length, [&](int64_t t0, int64_t steps) {
-    gather_chunk(f.b_re, length, channels, 0, group, t0, steps, b_re, kChunk);
-    gather_chunk(f.b_im, length, channels, 0, group, t0, steps, b_im, kChunk);
+    gather_chunk(f.b_re, length, channels, 0, group, t0, steps, b_re, ahead);
+    gather_chunk(f.b_im, length, channels, 0, group, t0, steps, b_im, ahead);
     step_forward(lr.data(), li.data(), b_re, b_im, re.data(), im.data(), h_re, h_im, steps, lanes);
-    scatter_chunk(h_re, length, group, t0, steps, f.h_re, channels, 0, kChunk);
-    scatter_chunk(h_im, length, group, t0, steps, f.h_im, channels, 0, kChunk);
+    scatter_chunk(h_re, length, group, t0, steps, f.h_re, channels, 0, ahead);
+    scatter_chunk(h_im, length, group, t0, steps, f.h_im, channels, 0, ahead);
   });
   store_group_values(re, group, f.last_re);
   store_group_values(im, group, f.last_im);
@@ -80,17 +81,18 @@ void backward_group(const ComplexScanBackward<T>& g, const ComplexScanShape& sha
   ChunkArrays<T> chunk(4, lanes);
   ChunkStates<T> states_re(lanes), states_im(lanes);
   T *G_re = chunk[0], *G_im = chunk[1], *prev_re = chunk[2], *prev_im = chunk[3];
+  const int64_t ahead = chunk_ahead(length, true);
   for_chunks_in_reverse(length, [&](int64_t t0, int64_t steps) {
-    gather_chunk(g.grad_h_re, length, channels, 0, group, t0, steps, G_re, -kChunk);
-    gather_chunk(g.grad_h_im, length, channels, 0, group, t0, steps, G_im, -kChunk);
-    states_re.gather(g.h_re, length, group, t0, steps, -kChunk);
-    states_im.gather(g.h_im, length, group, t0, steps, -kChunk);
+    gather_chunk(g.grad_h_re, length, channels, 0, group, t0, steps, G_re, ahead);
+    gather_chunk(g.grad_h_im, length, channels, 0, group, t0, steps, G_im, ahead);
+    states_re.gather(g.h_re, length, group, t0, steps, ahead);
+    states_im.gather(g.h_im, length, group, t0, steps, ahead);
     previous_states(states_re.states(), h0_re, t0, steps, lanes, prev_re);
     previous_states(states_im.states(), h0_im, t0, steps, lanes, prev_im);
     step_backward(lr.data(), li.data(), prev_re, prev_im, G_re, G_im, carry_re.data(),
                   carry_im.data(), sum_re.data(), sum_im.data(), steps, lanes);
-    scatter_chunk(G_re, length, group, t0, steps, g.grad_b_re, channels, 0, -kChunk);
-    scatter_chunk(G_im, length, group, t0, steps, g.grad_b_im, channels, 0, -kChunk);
+    scatter_chunk(G_re, length, group, t0, steps, g.grad_b_re, channels, 0, ahead);
+    scatter_chunk(G_im, length, group, t0, steps, g.grad_b_im, channels, 0, ahead);
   });
   store_group_values(sum_re, group, g.grad_lambda_re);
   store_group_values(sum_im, group, g.grad_lambda_im);

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <optional>
 #include <type_traits>
 
 #include "delta_rule.h"
@@ -113,37 +114,45 @@ struct ViewPrefetch {
 // How far ahead the forward asks for its inputs: a few steps' work covers a miss to memory.
 constexpr int64_t kPrefetchAhead = 8;
 
-// Every array the forward reads or writes per step.
+// The inputs both passes read per step.
 template <typename T>
-struct ForwardPrefetch {
+struct InputPrefetch {
   ViewPrefetch<const T> q, k, v, beta, alpha;
-  ViewPrefetch<T> outputs;
 
-  ForwardPrefetch(const DeltaRuleForward<T>& p, const HeadGroup& g)
+  template <typename Pass>
+  InputPrefetch(const Pass& p, const HeadGroup& g)
       : q(p.q, g, p.shape.key_dim),
         k(p.k, g, p.shape.key_dim),
         v(p.v, g, p.shape.value_dim),
         beta(p.beta, g, 1),
-        alpha(p.alpha, g, 1),
-        outputs(p.outputs, g, p.shape.value_dim) {}
+        alpha(p.alpha, g, 1) {}
   [[gnu::always_inline]] void fetch(const HeadGroup& g, int64_t t) const {
     q.fetch(g, t), k.fetch(g, t), v.fetch(g, t), beta.fetch(g, t), alpha.fetch(g, t);
-    outputs.fetch(g, t);
+  }
+};
+
+// Every array the forward reads or writes per step.
+template <typename T>
+struct ForwardPrefetch {
+  InputPrefetch<T> inputs;
+  ViewPrefetch<T> outputs;
+
+  ForwardPrefetch(const DeltaRuleForward<T>& p, const HeadGroup& g)
+      : inputs(p, g), outputs(p.outputs, g, p.shape.value_dim) {}
+  [[gnu::always_inline]] void fetch(const HeadGroup& g, int64_t t) const {
+    inputs.fetch(g, t), outputs.fetch(g, t);
   }
 };
 
 // Every array the backward reads or writes per step.
 template <typename T>
 struct BackwardPrefetch {
-  ViewPrefetch<const T> q, k, v, beta, alpha, grad_outputs;
+  InputPrefetch<T> inputs;
+  ViewPrefetch<const T> grad_outputs;
   ViewPrefetch<T> grad_q, grad_k, grad_v, grad_beta, grad_alpha;
 
   BackwardPrefetch(const DeltaRuleBackward<T>& p, const HeadGroup& g)
-      : q(p.q, g, p.shape.key_dim),
-        k(p.k, g, p.shape.key_dim),
-        v(p.v, g, p.shape.value_dim),
-        beta(p.beta, g, 1),
-        alpha(p.alpha, g, 1),
+      : inputs(p, g),
         grad_outputs(p.grad_outputs, g, p.shape.value_dim),
         grad_q(p.grad_q, g, p.shape.key_dim),
         grad_k(p.grad_k, g, p.shape.key_dim),
@@ -151,8 +160,7 @@ struct BackwardPrefetch {
         grad_beta(p.grad_beta, g, 1),
         grad_alpha(p.grad_alpha, g, 1) {}
   [[gnu::always_inline]] void fetch(const HeadGroup& g, int64_t t) const {
-    q.fetch(g, t), k.fetch(g, t), v.fetch(g, t), beta.fetch(g, t), alpha.fetch(g, t);
-    grad_outputs.fetch(g, t);
+    inputs.fetch(g, t), grad_outputs.fetch(g, t);
     grad_q.fetch(g, t), grad_k.fetch(g, t), grad_v.fetch(g, t), grad_beta.fetch(g, t);
     grad_alpha.fetch(g, t);
   }
@@ -185,14 +193,15 @@ void forward_group(const DeltaRuleForward<T>& p, const HeadGroup& group) {
   StepInputs<T> in{dk, dv, state + matrix, state + matrix + dk, state + matrix + 2 * dk, {}, {}};
   Lanes<T>* out = in.v + dv;
   if (p.state_in) gather(heads_of(p.state_in, matrix, group), matrix, state);
-  const ForwardPrefetch<T> prefetch(p, group);
+  std::optional<ForwardPrefetch<T>> prefetch;
+  if (s.length >= kPrefetchMinLength) prefetch.emplace(p, group);
   const int64_t checkpoint_stride = s.checkpoint_count() * matrix;
   for (int64_t t = 0; t < s.length; ++t) {
     if (p.checkpoints && t % s.checkpoint_every == 0) {
       const int64_t at = t / s.checkpoint_every * matrix;
       scatter(state, matrix, group, heads_of(p.checkpoints + at, checkpoint_stride, group));
     }
-    if (t + kPrefetchAhead < s.length) prefetch.fetch(group, t + kPrefetchAhead);
+    if (prefetch && t + kPrefetchAhead < s.length) prefetch->fetch(group, t + kPrefetchAhead);
     in.read(p, group, t, true);
     step_state<T>(state, in.k, in.v, in.beta, in.alpha, dk, dv);
     for (int64_t i = 0; i < dv; ++i) {
@@ -222,7 +231,8 @@ void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
   Lanes<T>* grad_k = grad_q + dk;
   Lanes<T>* grad_v = grad_k + dk;
   if (p.grad_state_out) gather(heads_of(p.grad_state_out, matrix, group), matrix, ds);
-  const BackwardPrefetch<T> prefetch(p, group);
+  std::optional<BackwardPrefetch<T>> prefetch;
+  if (s.length >= kPrefetchMinLength) prefetch.emplace(p, group);
   const int64_t checkpoint_stride = s.checkpoint_count() * matrix;
   for (int64_t segment = s.checkpoint_count() - 1; segment >= 0; --segment) {
     const int64_t start = segment * every;
@@ -239,8 +249,8 @@ void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
     for (int64_t t = end - 1; t >= start; --t) {
       const Lanes<T>* prev = states + (t - start) * matrix;
       const Lanes<T>* cur = prev + matrix;
-      // The step the segment before this one starts its recompute from, at the same distance.
-      if (t - every >= 0) prefetch.fetch(group, t - every);
+      // Step t − K lies in the segment the backward takes next, whose recompute and walk read it.
+      if (prefetch && t - every >= 0) prefetch->fetch(group, t - every);
       in.read(p, group, t, true);
       if (p.grad_outputs) {
         gather(rows_at(p.grad_outputs, group, t), dv, grad_output);

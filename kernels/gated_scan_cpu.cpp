@@ -31,8 +31,9 @@ void qlstm_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
   std::vector<T> state = group_values(a.initial, group);
   ChunkArrays<T> chunk(6, lanes);
   T *f = chunk[0], *i = chunk[1], *z = chunk[2], *o = chunk[3], *c = chunk[4], *y = chunk[5];
+  const int64_t ahead = chunk_ahead(length, false);
   for_chunks(shape.length, [&](int64_t t0, int64_t steps) {
-    gather_chunk_slots<4>(a.pre, length, group, t0, steps, {f, i, z, o}, kChunk);
+    gather_chunk_slots<4>(a.pre, length, group, t0, steps, {f, i, z, o}, ahead);
     qlstm_gates(f, i, z, o, bias.data(), steps, lanes, a.negative);
     T* __restrict h = state.data();
     for (int64_t t = 0; t < steps; ++t) {
@@ -43,8 +44,8 @@ void qlstm_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
       }
     }
     for (int64_t j = 0; j < steps * lanes; ++j) y[j] = qlstm_output(o[j], c[j]);
-    scatter_chunk(c, length, group, t0, steps, a.states, hidden, 0, kChunk);
-    scatter_chunk(y, length, group, t0, steps, a.outputs, hidden, 0, kChunk);
+    scatter_chunk(c, length, group, t0, steps, a.states, hidden, 0, ahead);
+    scatter_chunk(y, length, group, t0, steps, a.outputs, hidden, 0, ahead);
   });
   store_group_values(state, group, a.last);
 }
@@ -60,13 +61,14 @@ void qlstm_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
   ChunkStates<T> states(lanes);
   T *f = chunk[0], *i = chunk[1], *z = chunk[2], *o = chunk[3], *gy = chunk[4],
     *previous = chunk[5], *gc = chunk[6], *go = chunk[7];
+  const int64_t ahead = chunk_ahead(length, true);
   for_chunks_in_reverse(shape.length, [&](int64_t t0, int64_t steps) {
-    gather_chunk_slots<4>(a.pre, length, group, t0, steps, {f, i, z, o}, -kChunk);
+    gather_chunk_slots<4>(a.pre, length, group, t0, steps, {f, i, z, o}, ahead);
     qlstm_gates(f, i, z, o, bias.data(), steps, lanes, a.negative);
-    states.gather(a.states, length, group, t0, steps, -kChunk);
+    states.gather(a.states, length, group, t0, steps, ahead);
     const T* c = states.states();
     previous_states(c, initial, t0, steps, lanes, previous);
-    gather_chunk(a.grad_outputs, length, hidden, 0, group, t0, steps, gy, -kChunk);
+    gather_chunk(a.grad_outputs, length, hidden, 0, group, t0, steps, gy, ahead);
     // What the outputs hand back, to c_t and to o.
     for (int64_t j = 0; j < steps * lanes; ++j) {
       const QlstmOutputGrads<T> out = qlstm_output_grads(o[j], c[j], gy[j]);
@@ -92,7 +94,7 @@ void qlstm_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
         z[j] = gc[j] * ij * activation_slope(zj, tanh_gate<T>());
       }
     }
-    scatter_chunk_slots<4>({f, i, z, go}, length, group, t0, steps, a.grad_pre, -kChunk);
+    scatter_chunk_slots<4>({f, i, z, go}, length, group, t0, steps, a.grad_pre, ahead);
   });
   store_group_values(carry, group, a.grad_initial);
 }
@@ -104,8 +106,9 @@ void mingru_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
   std::vector<T> state = group_values(a.initial, group);
   ChunkArrays<T> chunk(3, lanes);
   T *z = chunk[0], *candidate = chunk[1], *h = chunk[2];
+  const int64_t ahead = chunk_ahead(length, false);
   for_chunks(shape.length, [&](int64_t t0, int64_t steps) {
-    gather_chunk_slots<2>(a.pre, length, group, t0, steps, {z, candidate}, kChunk);
+    gather_chunk_slots<2>(a.pre, length, group, t0, steps, {z, candidate}, ahead);
     for (int64_t j = 0; j < steps * lanes; ++j) z[j] = activate(z[j], sigmoid_gate<T>());
     T* __restrict s = state.data();
     for (int64_t t = 0; t < steps; ++t) {
@@ -115,8 +118,8 @@ void mingru_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
         h[at + l] = s[l];
       }
     }
-    scatter_chunk(h, length, group, t0, steps, a.states, hidden, 0, kChunk);
-    if (a.outputs) scatter_chunk(h, length, group, t0, steps, a.outputs, hidden, 0, kChunk);
+    scatter_chunk(h, length, group, t0, steps, a.states, hidden, 0, ahead);
+    if (a.outputs) scatter_chunk(h, length, group, t0, steps, a.outputs, hidden, 0, ahead);
   });
   store_group_values(state, group, a.last);
 }
@@ -130,13 +133,14 @@ void mingru_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
   ChunkArrays<T> chunk(4, lanes);
   ChunkStates<T> states(lanes);
   T *z = chunk[0], *candidate = chunk[1], *gh = chunk[2], *previous = chunk[3];
+  const int64_t ahead = chunk_ahead(length, true);
   for_chunks_in_reverse(shape.length, [&](int64_t t0, int64_t steps) {
-    gather_chunk_slots<2>(a.pre, length, group, t0, steps, {z, candidate}, -kChunk);
+    gather_chunk_slots<2>(a.pre, length, group, t0, steps, {z, candidate}, ahead);
     for (int64_t j = 0; j < steps * lanes; ++j) z[j] = activate(z[j], sigmoid_gate<T>());
-    states.gather(a.states, length, group, t0, steps, -kChunk);
+    states.gather(a.states, length, group, t0, steps, ahead);
     const T* h = states.states();
     previous_states(h, initial, t0, steps, lanes, previous);
-    gather_chunk(a.grad_outputs, length, hidden, 0, group, t0, steps, gh, -kChunk);
+    gather_chunk(a.grad_outputs, length, hidden, 0, group, t0, steps, gh, ahead);
     T* __restrict k = carry.data();
     for (int64_t t = steps - 1; t >= 0; --t) {
       const int64_t at = t * lanes;
@@ -151,7 +155,7 @@ void mingru_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
       z[j] = mingru_grad_pre_z(zj, candidate[j], previous[j], gh[j], a.negative);
       candidate[j] = gh[j] * zj;
     }
-    scatter_chunk_slots<2>({z, candidate}, length, group, t0, steps, a.grad_pre, -kChunk);
+    scatter_chunk_slots<2>({z, candidate}, length, group, t0, steps, a.grad_pre, ahead);
   });
   store_group_values(carry, group, a.grad_initial);
 }

@@ -108,8 +108,10 @@ std::vector<double> sum_over_batch(const std::vector<double>& per_row, ComplexSc
 }  // namespace
 
 TEST_CASE("complex scan forward matches std::complex written out") {
-  // Several chunks of steps (the last one partial) and a channel count of compile-time length.
-  const ComplexScanShape shape = GENERATE(ComplexScanShape{2, 9, 3}, ComplexScanShape{3, 75, 4});
+  // Several chunks of steps (the last one partial), a channel count of compile-time length, and
+  // a length at which the chunks prefetch (kPrefetchMinLength).
+  const ComplexScanShape shape =
+      GENERATE(ComplexScanShape{2, 9, 3}, ComplexScanShape{3, 75, 4}, ComplexScanShape{2, 600, 4});
   const ComplexCase c(shape, 11);
   const ComplexOutputs o = run_forward(c, true);
   for (int64_t n = 0; n < shape.batch; ++n) {

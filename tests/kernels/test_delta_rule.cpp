@@ -9,6 +9,7 @@
 
 #include "kernel_harness.h"
 #include "kernels/delta_rule.h"
+#include "kernels/lane_prefetch.h"
 #include "matrix_state_support.h"
 
 using namespace memscript::kernels;
@@ -237,6 +238,23 @@ TEST_CASE("delta-rule kernel backward matches finite differences of every input"
       check_gradient(c, &Case::state, run.grad_state_in, "initial state");
     }
   }
+}
+
+TEST_CASE("delta-rule kernels at lengths where they prefetch match the written-out recurrence") {
+  // kPrefetchMinLength and beyond: 20 heads (a full group and a partial one) forward; the
+  // backward through finite differences of β and v on two heads.
+  REQUIRE(600 >= memscript::kernels::kPrefetchMinLength);
+  const Case c = random_case({5, 4, 600, 3, 4, 25}, true, 5);
+  Buffers<double> run(c);
+  run.run_cpu();
+  const Written expected = written_out(c);
+  for (size_t n = 0; n < expected.outputs.size(); ++n)
+    REQUIRE(run.outputs[n] == Approx(expected.outputs[n]).margin(1e-12));
+  const Case small = random_case({1, 2, 600, 3, 2, 25}, true, 6);
+  Buffers<double> grads(small);
+  grads.run_cpu();
+  check_gradient(small, &Case::beta, grads.grad_beta, "beta");
+  check_gradient(small, &Case::v, grads.grad_v, "v");
 }
 
 TEST_CASE("delta-rule gradients do not depend on the checkpoint spacing, to the bit") {
