@@ -98,47 +98,11 @@ inline int64_t chunk_ahead(int64_t length, bool reverse) {
   return reverse ? -kChunk : kChunk;
 }
 
-// Steps [t0, t0 + steps) of one channels-wide slice of a [batch, length, width] array (the slice
-// at column `offset` of each step), into lanes: out[t · lanes + g · channels + c]. (This and the
-// copies below loop to `count`, a local copy of `steps`: the lambda sees `steps` through a
-// reference the row copies might alias, and reloaded it every step, ~3% at L = 4096.)
-template <typename T>
-void gather_chunk(const T* source, int64_t length, int64_t width, int64_t offset,
-                  const ChannelGroup& group, int64_t t0, int64_t steps, T* out, int64_t ahead) {
-  const ChunkAhead next{length, ahead};
-  with_channel_count(group.channels, [&]<int64_t N>() {
-    const int64_t channels = N > 0 ? N : group.channels, lanes = group.lanes(), count = steps;
-    for (int64_t g = 0; g < group.rows; ++g) {
-      const T* __restrict row = source + ((group.first + g) * length + t0) * width + offset;
-      T* __restrict into = out + g * channels;
-      for (int64_t t = 0; t < count; ++t) {
-        next.fetch<false>(row + t * width, t0 + t, width);
-        std::copy(row + t * width, row + t * width + channels, into + t * lanes);
-      }
-    }
-  });
-}
-
-// The inverse of gather_chunk.
-template <typename T>
-void scatter_chunk(const T* lanes_in, int64_t length, const ChannelGroup& group, int64_t t0,
-                   int64_t steps, T* target, int64_t width, int64_t offset, int64_t ahead) {
-  const ChunkAhead next{length, ahead};
-  with_channel_count(group.channels, [&]<int64_t N>() {
-    const int64_t channels = N > 0 ? N : group.channels, lanes = group.lanes(), count = steps;
-    for (int64_t g = 0; g < group.rows; ++g) {
-      T* __restrict row = target + ((group.first + g) * length + t0) * width + offset;
-      const T* __restrict from = lanes_in + g * channels;
-      for (int64_t t = 0; t < count; ++t) {
-        next.fetch<true>(row + t * width, t0 + t, width);
-        std::copy(from + t * lanes, from + t * lanes + channels, row + t * width);
-      }
-    }
-  });
-}
-
-// gather_chunk of slices 0 … Slots − 1 of a [batch, length, Slots · channels] array at once
-// (the gates of a step side by side), slice s into out[s]: each step's row is read once.
+// Steps [t0, t0 + steps) of a [batch, length, Slots · channels] array into lanes, slice s (the
+// numbers at s · channels of each step's row; the gates of a step side by side) into out[s]:
+// out[s][t · lanes + g · channels + c]. Each step's row is read once. (This and the copies
+// below loop to `count`, a local copy of `steps`: the lambda sees `steps` through a reference
+// the row copies might alias, and reloaded it every step, ~3% at L = 4096.)
 template <int64_t Slots, typename T>
 void gather_chunk_slots(const T* source, int64_t length, const ChannelGroup& group, int64_t t0,
                         int64_t steps, T* const (&out)[Slots], int64_t ahead) {
@@ -178,6 +142,18 @@ void scatter_chunk_slots(const T* const (&in)[Slots], int64_t length, const Chan
       }
     }
   });
+}
+
+// The one-slice copies: a [batch, length, channels] array (states, outputs, their gradients).
+template <typename T>
+void gather_chunk(const T* source, int64_t length, const ChannelGroup& group, int64_t t0,
+                  int64_t steps, T* out, int64_t ahead) {
+  gather_chunk_slots<1>(source, length, group, t0, steps, {out}, ahead);
+}
+template <typename T>
+void scatter_chunk(const T* lanes_in, int64_t length, const ChannelGroup& group, int64_t t0,
+                   int64_t steps, T* target, int64_t ahead) {
+  scatter_chunk_slots<1>({lanes_in}, length, group, t0, steps, target, ahead);
 }
 
 // The group's lanes of a [batch, channels] array (an initial state, a final state's
@@ -245,10 +221,9 @@ struct ChunkStates {
   void gather(const T* source, int64_t length, const ChannelGroup& group, int64_t t0, int64_t steps,
               int64_t ahead) {
     if (t0 > 0) {
-      gather_chunk(source, length, group.channels, 0, group, t0 - 1, steps + 1, storage.data(),
-                   ahead);
+      gather_chunk(source, length, group, t0 - 1, steps + 1, storage.data(), ahead);
     } else {
-      gather_chunk(source, length, group.channels, 0, group, t0, steps, states(), ahead);
+      gather_chunk(source, length, group, t0, steps, states(), ahead);
     }
   }
 };

@@ -51,18 +51,18 @@ void step_backward(const T* __restrict lr, const T* __restrict li, const T* __re
 template <typename T>
 void forward_group(const ComplexScanForward<T>& f, const ComplexScanShape& shape,
                    const ChannelGroup& group) {
-  const int64_t lanes = group.lanes(), length = shape.length, channels = shape.channels;
+  const int64_t lanes = group.lanes(), length = shape.length;
   const std::vector<T> lr = per_lane(f.lambda_re, group), li = per_lane(f.lambda_im, group);
   std::vector<T> re = group_values(f.h0_re, group), im = group_values(f.h0_im, group);
   ChunkArrays<T> chunk(4, lanes);
   T *b_re = chunk[0], *b_im = chunk[1], *h_re = chunk[2], *h_im = chunk[3];
   const int64_t ahead = chunk_ahead(length, false);
   for_chunks(length, [&](int64_t t0, int64_t steps) {
-    gather_chunk(f.b_re, length, channels, 0, group, t0, steps, b_re, ahead);
-    gather_chunk(f.b_im, length, channels, 0, group, t0, steps, b_im, ahead);
+    gather_chunk(f.b_re, length, group, t0, steps, b_re, ahead);
+    gather_chunk(f.b_im, length, group, t0, steps, b_im, ahead);
     step_forward(lr.data(), li.data(), b_re, b_im, re.data(), im.data(), h_re, h_im, steps, lanes);
-    scatter_chunk(h_re, length, group, t0, steps, f.h_re, channels, 0, ahead);
-    scatter_chunk(h_im, length, group, t0, steps, f.h_im, channels, 0, ahead);
+    scatter_chunk(h_re, length, group, t0, steps, f.h_re, ahead);
+    scatter_chunk(h_im, length, group, t0, steps, f.h_im, ahead);
   });
   store_group_values(re, group, f.last_re);
   store_group_values(im, group, f.last_im);
@@ -72,7 +72,7 @@ void forward_group(const ComplexScanForward<T>& f, const ComplexScanShape& shape
 template <typename T>
 void backward_group(const ComplexScanBackward<T>& g, const ComplexScanShape& shape,
                     const ChannelGroup& group) {
-  const int64_t lanes = group.lanes(), length = shape.length, channels = shape.channels;
+  const int64_t lanes = group.lanes(), length = shape.length;
   const std::vector<T> lr = per_lane(g.lambda_re, group), li = per_lane(g.lambda_im, group);
   const std::vector<T> h0_re = group_values(g.h0_re, group), h0_im = group_values(g.h0_im, group);
   std::vector<T> carry_re = group_values(g.grad_last_re, group);
@@ -83,16 +83,16 @@ void backward_group(const ComplexScanBackward<T>& g, const ComplexScanShape& sha
   T *G_re = chunk[0], *G_im = chunk[1], *prev_re = chunk[2], *prev_im = chunk[3];
   const int64_t ahead = chunk_ahead(length, true);
   for_chunks_in_reverse(length, [&](int64_t t0, int64_t steps) {
-    gather_chunk(g.grad_h_re, length, channels, 0, group, t0, steps, G_re, ahead);
-    gather_chunk(g.grad_h_im, length, channels, 0, group, t0, steps, G_im, ahead);
+    gather_chunk(g.grad_h_re, length, group, t0, steps, G_re, ahead);
+    gather_chunk(g.grad_h_im, length, group, t0, steps, G_im, ahead);
     states_re.gather(g.h_re, length, group, t0, steps, ahead);
     states_im.gather(g.h_im, length, group, t0, steps, ahead);
     previous_states(states_re.states(), h0_re, t0, steps, lanes, prev_re);
     previous_states(states_im.states(), h0_im, t0, steps, lanes, prev_im);
     step_backward(lr.data(), li.data(), prev_re, prev_im, G_re, G_im, carry_re.data(),
                   carry_im.data(), sum_re.data(), sum_im.data(), steps, lanes);
-    scatter_chunk(G_re, length, group, t0, steps, g.grad_b_re, channels, 0, ahead);
-    scatter_chunk(G_im, length, group, t0, steps, g.grad_b_im, channels, 0, ahead);
+    scatter_chunk(G_re, length, group, t0, steps, g.grad_b_re, ahead);
+    scatter_chunk(G_im, length, group, t0, steps, g.grad_b_im, ahead);
   });
   store_group_values(sum_re, group, g.grad_lambda_re);
   store_group_values(sum_im, group, g.grad_lambda_im);

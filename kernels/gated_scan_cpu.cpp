@@ -26,7 +26,7 @@ void qlstm_gates(T* __restrict f, T* __restrict i, T* __restrict z, T* __restric
 template <typename T>
 void qlstm_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
                          const ChannelGroup& group) {
-  const int64_t lanes = group.lanes(), hidden = shape.hidden, length = shape.length;
+  const int64_t lanes = group.lanes(), length = shape.length;
   const std::vector<T> bias = per_lane(a.bias, group);
   std::vector<T> state = group_values(a.initial, group);
   ChunkArrays<T> chunk(6, lanes);
@@ -44,8 +44,8 @@ void qlstm_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
       }
     }
     for (int64_t j = 0; j < steps * lanes; ++j) y[j] = qlstm_output(o[j], c[j]);
-    scatter_chunk(c, length, group, t0, steps, a.states, hidden, 0, ahead);
-    scatter_chunk(y, length, group, t0, steps, a.outputs, hidden, 0, ahead);
+    scatter_chunk(c, length, group, t0, steps, a.states, ahead);
+    scatter_chunk(y, length, group, t0, steps, a.outputs, ahead);
   });
   store_group_values(state, group, a.last);
 }
@@ -53,7 +53,7 @@ void qlstm_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
 template <typename T>
 void qlstm_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
                           const ChannelGroup& group) {
-  const int64_t lanes = group.lanes(), hidden = shape.hidden, length = shape.length;
+  const int64_t lanes = group.lanes(), length = shape.length;
   const std::vector<T> bias = per_lane(a.bias, group);
   const std::vector<T> initial = group_values(a.initial, group);
   std::vector<T> carry = group_values(a.grad_last, group);
@@ -68,7 +68,7 @@ void qlstm_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
     states.gather(a.states, length, group, t0, steps, ahead);
     const T* c = states.states();
     previous_states(c, initial, t0, steps, lanes, previous);
-    gather_chunk(a.grad_outputs, length, hidden, 0, group, t0, steps, gy, ahead);
+    gather_chunk(a.grad_outputs, length, group, t0, steps, gy, ahead);
     // What the outputs hand back, to c_t and to o.
     for (int64_t j = 0; j < steps * lanes; ++j) {
       const QlstmOutputGrads<T> out = qlstm_output_grads(o[j], c[j], gy[j]);
@@ -102,7 +102,7 @@ void qlstm_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
 template <typename T>
 void mingru_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
                           const ChannelGroup& group) {
-  const int64_t lanes = group.lanes(), hidden = shape.hidden, length = shape.length;
+  const int64_t lanes = group.lanes(), length = shape.length;
   std::vector<T> state = group_values(a.initial, group);
   ChunkArrays<T> chunk(3, lanes);
   T *z = chunk[0], *candidate = chunk[1], *h = chunk[2];
@@ -118,8 +118,8 @@ void mingru_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
         h[at + l] = s[l];
       }
     }
-    scatter_chunk(h, length, group, t0, steps, a.states, hidden, 0, ahead);
-    if (a.outputs) scatter_chunk(h, length, group, t0, steps, a.outputs, hidden, 0, ahead);
+    scatter_chunk(h, length, group, t0, steps, a.states, ahead);
+    if (a.outputs) scatter_chunk(h, length, group, t0, steps, a.outputs, ahead);
   });
   store_group_values(state, group, a.last);
 }
@@ -127,7 +127,7 @@ void mingru_forward_group(const GatedScanForward<T>& a, GatedScanShape shape,
 template <typename T>
 void mingru_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
                            const ChannelGroup& group) {
-  const int64_t lanes = group.lanes(), hidden = shape.hidden, length = shape.length;
+  const int64_t lanes = group.lanes(), length = shape.length;
   const std::vector<T> initial = group_values(a.initial, group);
   std::vector<T> carry = group_values(a.grad_last, group);
   ChunkArrays<T> chunk(4, lanes);
@@ -140,7 +140,7 @@ void mingru_backward_group(const GatedScanBackward<T>& a, GatedScanShape shape,
     states.gather(a.states, length, group, t0, steps, ahead);
     const T* h = states.states();
     previous_states(h, initial, t0, steps, lanes, previous);
-    gather_chunk(a.grad_outputs, length, hidden, 0, group, t0, steps, gh, ahead);
+    gather_chunk(a.grad_outputs, length, group, t0, steps, gh, ahead);
     T* __restrict k = carry.data();
     for (int64_t t = steps - 1; t >= 0; --t) {
       const int64_t at = t * lanes;
