@@ -72,10 +72,12 @@ MS_HOST_DEVICE inline Acc activate(Acc x, GateActivation<Acc> g) {
   return g.scale * sigmoid_of(g.slope * (x + g.shift)) + g.offset;
 }
 
-// d activate / dx, from the gate's value y: a·k·s·(1 − s) with s = (y − b) / a.
+// d activate / dx, from the gate's value y: a·k·s·(1 − s) with s = (y − b) / a. Every gate's a
+// is 1 or 2, so (y − b) · (1/a) is the same number as the division, without a division per
+// element.
 template <typename Acc>
 MS_HOST_DEVICE inline Acc activation_slope(Acc y, GateActivation<Acc> g) {
-  const Acc s = (y - g.offset) / g.scale;
+  const Acc s = (y - g.offset) * (Acc(1) / g.scale);
   return g.scale * g.slope * s * (Acc(1) - s);
 }
 
@@ -99,11 +101,16 @@ struct QlstmOutputGrads {
   Acc state;
   Acc pre_o;
 };
+// The same from tanh(c_t), for a caller that has it already.
 template <typename Acc>
-MS_HOST_DEVICE inline QlstmOutputGrads<Acc> qlstm_output_grads(Acc o, Acc state, Acc grad_y) {
-  const Acc tanh_c = tanh_of(state);
+MS_HOST_DEVICE inline QlstmOutputGrads<Acc> qlstm_output_grads_of_tanh(Acc o, Acc tanh_c,
+                                                                       Acc grad_y) {
   return {grad_y * o * (Acc(1) - tanh_c * tanh_c),
           grad_y * tanh_c * activation_slope(o, sigmoid_gate<Acc>())};
+}
+template <typename Acc>
+MS_HOST_DEVICE inline QlstmOutputGrads<Acc> qlstm_output_grads(Acc o, Acc state, Acc grad_y) {
+  return qlstm_output_grads_of_tanh(o, tanh_of(state), grad_y);
 }
 
 // minGRU, from z = σ(pre_z) and the candidate h̃ (= pre_h̃).

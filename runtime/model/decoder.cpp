@@ -129,7 +129,8 @@ BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidde
 }
 
 MixerOutput BlockImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  MixerOutput mixed = mixer_->forward(layer_norm(mixer_norm_, x), state);
+  const fused::PreNorm norm{mixer_norm_->weight, mixer_norm_->bias, mixer_norm_->options.eps()};
+  MixerOutput mixed = mixer_->forward_normed(x, norm, state);
   const fused::MlpWeights mlp{mlp_norm_->weight, mlp_norm_->bias, mlp_norm_->options.eps(),
                               mlp_up_->weight,   mlp_up_->bias,   mlp_down_->weight,
                               mlp_down_->bias};

@@ -40,6 +40,11 @@ const std::map<std::string, MixerFactory>& mixer_table() {
 
 }  // namespace
 
+MixerOutput MixerImpl::forward_normed(const torch::Tensor& x, const fused::PreNorm& norm,
+                                      const MixerState& state) {
+  return forward(fused::layer_norm(x, norm.weight, norm.bias, norm.eps), state);
+}
+
 Mixer make_mixer(const std::string& name, const MixerContext& context, Options& options) {
   auto found = mixer_table().find(name);
   if (found == mixer_table().end()) {

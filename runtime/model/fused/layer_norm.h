@@ -4,6 +4,14 @@
 
 namespace memscript::fused {
 
+// A layer norm's parameters, as torch::nn::LayerNorm holds them: what a decoder block hands its
+// mixer when the mixer applies the block's pre-norm itself (kernels/gated_block.h).
+struct PreNorm {
+  torch::Tensor weight;
+  torch::Tensor bias;
+  double eps;
+};
+
 // LayerNorm over the last axis of x (any leading shape), the same formula and parameters as
 // torch::nn::LayerNorm, as one autograd node: on the CPU in float32/float64 through
 // kernels/layer_norm.h, whose parameter gradients are the same bits for any thread count;

@@ -1,5 +1,6 @@
 #include "runtime/model/mixers/mingru.h"
 
+#include "runtime/model/fused/gated_block.h"
 #include "runtime/model/fused/gated_scan.h"
 #include "runtime/model/fused/linear.h"
 
@@ -38,6 +39,19 @@ MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& s
     steps.push_back(h);
   }
   return {fused::linear(output_, torch::stack(steps, 1)), {{h}, position}};
+}
+
+MixerOutput MinGruMixerImpl::forward_normed(const torch::Tensor& x, const fused::PreNorm& norm,
+                                            const MixerState& state) {
+  if (impl_.fused) {
+    const fused::GatedProjections projections{input_->weight, input_->bias, torch::Tensor(),
+                                              output_->weight, output_->bias};
+    const std::optional<fused::GatedBlockResult> block = fused::mingru_block(
+        x, norm, projections, state.empty() ? torch::Tensor() : state.tensors.at(0),
+        negative_eigenvalues_);
+    if (block) return {block->y, {{block->last}, state.position + x.size(1)}};
+  }
+  return MixerImpl::forward_normed(x, norm, state);
 }
 
 nlohmann::json MinGruMixerImpl::config() const {

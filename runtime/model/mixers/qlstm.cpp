@@ -1,5 +1,6 @@
 #include "runtime/model/mixers/qlstm.h"
 
+#include "runtime/model/fused/gated_block.h"
 #include "runtime/model/fused/gated_scan.h"
 #include "runtime/model/fused/linear.h"
 
@@ -57,6 +58,19 @@ MixerOutput QlstmMixerImpl::forward(const torch::Tensor& x, const MixerState& st
   const torch::Tensor c = diagonal_scan(f, input, c0);
   const torch::Tensor h = torch::sigmoid(gates[3]) * torch::tanh(c);
   return {fused::linear(output_, h), {{c.select(1, -1)}, position}};
+}
+
+MixerOutput QlstmMixerImpl::forward_normed(const torch::Tensor& x, const fused::PreNorm& norm,
+                                           const MixerState& state) {
+  if (impl_.fused) {
+    const fused::GatedProjections projections{gates_->weight, torch::Tensor(), forget_bias_,
+                                              output_->weight, output_->bias};
+    const std::optional<fused::GatedBlockResult> block = fused::qlstm_block(
+        x, norm, projections, state.empty() ? torch::Tensor() : state.tensors.at(0),
+        negative_eigenvalues_);
+    if (block) return {block->y, {{block->last}, state.position + x.size(1)}};
+  }
+  return MixerImpl::forward_normed(x, norm, state);
 }
 
 nlohmann::json QlstmMixerImpl::config() const {

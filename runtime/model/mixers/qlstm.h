@@ -10,10 +10,11 @@ namespace memscript {
 //   f_t = σ(W_f x_t + b_f + 1)    the +1 starts the cell remembering (f ≈ 0.73)
 //   i_t = σ(W_i x_t),  z_t = tanh(W_z x_t),  o_t = σ(W_o x_t)
 //   c_t = f_t ⊙ c_{t-1} + i_t ⊙ z_t,   h_t = o_t ⊙ tanh(c_t),   y_t = W_out h_t + b_out
-// Options: hidden (default d_model); impl ("fused": kernels/gated_scan.h, or "reference": a
-// step loop of libtorch ops); negative_eigenvalues (default false): the forget gate
-// becomes f_t = 2σ(W_f x_t + b_f + 1) − 1, in (−1, 1), the same pre-activation stretched so that
-// the cell can flip its sign each step (what parity needs, Grazzi et al. 2024). 2σ(a) − 1 =
+// Options: hidden (default d_model); impl ("fused": kernels/gated_scan.h, and at widths up to
+// 16 on the CPU the block's layer norm and both projections fused in too, kernels/gated_block.h;
+// or "reference": a step loop of libtorch ops); negative_eigenvalues (default false): the forget
+// gate becomes f_t = 2σ(W_f x_t + b_f + 1) − 1, in (−1, 1), the same pre-activation stretched so
+// that the cell can flip its sign each step (what parity needs, Grazzi et al. 2024). 2σ(a) − 1 =
 // tanh(a/2), so the gate stays smooth and starts at 0.46 rather than 0.73.
 // State: {c}, [batch, hidden].
 class QlstmMixerImpl : public MixerImpl {
@@ -21,6 +22,8 @@ class QlstmMixerImpl : public MixerImpl {
   QlstmMixerImpl(const MixerContext& context, Options& options);
   using MixerImpl::forward;
   MixerOutput forward(const torch::Tensor& x, const MixerState& state) override;
+  MixerOutput forward_normed(const torch::Tensor& x, const fused::PreNorm& norm,
+                             const MixerState& state) override;
   nlohmann::json config() const override;
 
  private:
