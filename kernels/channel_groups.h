@@ -40,16 +40,17 @@ void for_channel_groups(int64_t channels, int64_t begin, int64_t end, F&& body) 
     body(ChannelGroup{n, std::min(rows, end - n), channels});
 }
 
-// Calls body(t0, steps) for the chunks of a sequence, first to last or last to first.
-template <typename F>
+// Calls body(t0, steps) for the chunks of a sequence, first to last or last to first, in
+// chunks of Chunk steps (the scans' kChunk unless a kernel says otherwise).
+template <int64_t Chunk = kChunk, typename F>
 void for_chunks(int64_t length, F&& body) {
-  for (int64_t t0 = 0; t0 < length; t0 += kChunk) body(t0, std::min(kChunk, length - t0));
+  for (int64_t t0 = 0; t0 < length; t0 += Chunk) body(t0, std::min(Chunk, length - t0));
 }
-template <typename F>
+template <int64_t Chunk = kChunk, typename F>
 void for_chunks_in_reverse(int64_t length, F&& body) {
   if (length == 0) return;
-  for (int64_t t0 = (length - 1) / kChunk * kChunk; t0 >= 0; t0 -= kChunk)
-    body(t0, std::min(kChunk, length - t0));
+  for (int64_t t0 = (length - 1) / Chunk * Chunk; t0 >= 0; t0 -= Chunk)
+    body(t0, std::min(Chunk, length - t0));
 }
 
 // Calls body.template operator()<N>() with N the number of channels when it is one of the

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "channel_groups.h"
 #include "gated_block.h"
 #include "layer_norm_tile.h"
 #include "row_tile.h"
@@ -214,21 +215,12 @@ class GroupRows {
         count_(rows_in(s, group)),
         zeros_(static_cast<size_t>((kChunkSteps + 1) * std::max(s.width, s.hidden))) {}
 
-  int64_t count() const { return count_; }
-
   // Columns [0, steps · columns) of `tile`: step k's number j at column k · columns + j.
   void gather(const T* array, int64_t columns, int64_t t0, int64_t steps, Lanes<T>* tile) const {
-    const T* rows[kTileRows];
-    for (int64_t l = 0; l < kTileRows; ++l)
-      rows[l] = l < count_ ? array + ((first_ + l) * s_.length + t0) * columns : zeros_.data();
-    gather_lane_rows(rows, steps * columns, tile);
+    gather_rows(array + t0 * columns, s_.length * columns, steps * columns, tile);
   }
-
   void scatter(const Lanes<T>* tile, int64_t columns, int64_t t0, int64_t steps, T* array) const {
-    T* rows[kTileRows] = {};
-    for (int64_t l = 0; l < count_; ++l)
-      rows[l] = array + ((first_ + l) * s_.length + t0) * columns;
-    scatter_lane_rows(tile, steps * columns, count_, rows);
+    scatter_rows(tile, steps * columns, array + t0 * columns, s_.length * columns);
   }
 
   // A [batch, hidden] state's rows, or zeros where `state` is null.
@@ -237,19 +229,26 @@ class GroupRows {
       std::fill(tile, tile + s_.hidden, Lanes<T>{});
       return;
     }
-    const T* rows[kTileRows];
-    for (int64_t l = 0; l < kTileRows; ++l)
-      rows[l] = l < count_ ? state + (first_ + l) * s_.hidden : zeros_.data();
-    gather_lane_rows(rows, s_.hidden, tile);
+    gather_rows(state, s_.hidden, s_.hidden, tile);
   }
-
   void scatter_state(const Lanes<T>* tile, T* state) const {
-    T* rows[kTileRows] = {};
-    for (int64_t l = 0; l < count_; ++l) rows[l] = state + (first_ + l) * s_.hidden;
-    scatter_lane_rows(tile, s_.hidden, count_, rows);
+    scatter_rows(tile, s_.hidden, state, s_.hidden);
   }
 
  private:
+  // `width` numbers of each lane's row; batch row n's start at origin + n · stride.
+  void gather_rows(const T* origin, int64_t stride, int64_t width, Lanes<T>* tile) const {
+    const T* rows[kTileRows];
+    for (int64_t l = 0; l < kTileRows; ++l)
+      rows[l] = l < count_ ? origin + (first_ + l) * stride : zeros_.data();
+    gather_lane_rows(rows, width, tile);
+  }
+  void scatter_rows(const Lanes<T>* tile, int64_t width, T* origin, int64_t stride) const {
+    T* rows[kTileRows] = {};
+    for (int64_t l = 0; l < count_; ++l) rows[l] = origin + (first_ + l) * stride;
+    scatter_lane_rows(tile, width, count_, rows);
+  }
+
   const GatedBlockShape& s_;
   int64_t first_;
   int64_t count_;
@@ -270,8 +269,7 @@ void forward_group(const GatedBlockForward<T>& f, const GatedBlockShape& s, int6
   Lanes<T>* state = pre + gates;
   Lanes<T>* h = state + hidden;
   rows.gather_state(f.initial, state);
-  for (int64_t t0 = 0; t0 < s.length; t0 += kChunkSteps) {
-    const int64_t steps = std::min(kChunkSteps, s.length - t0);
+  for_chunks<kChunkSteps>(s.length, [&](int64_t t0, int64_t steps) {
     rows.gather(f.x, width, t0, steps, x);
     for (int64_t k = 0; k < steps; ++k) {
       gates_of_step(w, s, x + k * width, n, pre);
@@ -281,7 +279,7 @@ void forward_group(const GatedBlockForward<T>& f, const GatedBlockShape& s, int6
     }
     rows.scatter(y, width, t0, steps, f.y);
     rows.scatter(states, hidden, t0, steps, f.states);
-  }
+  });
   if (f.last) rows.scatter_state(state, f.last);
 }
 
@@ -370,9 +368,7 @@ void backward_group(const GatedBlockBackward<T>& b, const GatedBlockShape& s, in
   Lanes<T>* carry = work.tanh_c + hidden;  // ∂loss/∂c_t from the steps after t
   Accumulators<T> acc(w.kind, s);
   rows.gather_state(b.grad_last, carry);
-  const int64_t last_chunk = s.length == 0 ? 0 : (s.length - 1) / kChunkSteps * kChunkSteps;
-  for (int64_t t0 = last_chunk; t0 >= 0 && s.length > 0; t0 -= kChunkSteps) {
-    const int64_t steps = std::min(kChunkSteps, s.length - t0);
+  for_chunks_in_reverse<kChunkSteps>(s.length, [&](int64_t t0, int64_t steps) {
     rows.gather(b.x, width, t0, steps, x);
     rows.gather(b.grad_y, width, t0, steps, grad_y);
     if (t0 > 0) {
@@ -387,7 +383,7 @@ void backward_group(const GatedBlockBackward<T>& b, const GatedBlockShape& s, in
       backward_step(w, s, step, work, carry, acc);
     }
     rows.scatter(grad_x, width, t0, steps, b.grad_x);
-  }
+  });
   if (b.grad_initial) rows.scatter_state(carry, b.grad_initial);
   const int64_t parameters = gated_block_parameter_count(w.kind, s);
   sum_lanes(acc.columns.data(), parameters, b.partials + group * parameters);

@@ -1,9 +1,12 @@
 #pragma once
 
-// Builds decoders for the model tests from a handful of options.
+// Builds decoders for the model tests from a handful of options, and compares tensors.
 
 #include <stdlib.h>
 
+#include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -27,6 +30,23 @@ inline Decoder make_decoder(const std::string& mixer, int64_t d_model = 16, int6
   Decoder model(std::make_shared<DecoderImpl>(options, nullptr, 1));
   options.finish();
   return model;
+}
+
+// max |a − b| relative to max |b| (or absolute where b is all but zero).
+inline double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
+  const double scale = std::max(b.abs().max().item<double>(), 1e-6);
+  return (a - b).abs().max().item<double>() / scale;
+}
+
+// `actual` is `expected` to `tolerance` (relative_error), or both are undefined; `what` names
+// the pair in a failure.
+inline void require_close(const torch::Tensor& actual, const torch::Tensor& expected,
+                          double tolerance, const std::string& what) {
+  INFO(what);
+  REQUIRE(actual.defined() == expected.defined());
+  if (!expected.defined()) return;
+  REQUIRE(actual.sizes() == expected.sizes());
+  CHECK(relative_error(actual, expected) <= tolerance);
 }
 
 // A fresh folder under the system's temporary folder, removed afterwards.

@@ -16,6 +16,7 @@ using memscript::test::chunked_logits;
 using memscript::test::ExtraOptions;
 using memscript::test::make_decoder;
 using memscript::test::random_tokens;
+using memscript::test::relative_error;
 using torch::indexing::Slice;
 
 namespace {
@@ -145,11 +146,6 @@ std::vector<torch::Tensor> attention_with_grads(const torch::Tensor& q, const to
   torch::manual_seed(97);  // the same weights for both (randn_like would follow out's strides)
   (out * torch::randn(out.sizes(), out.options())).sum().backward();
   return {out.detach(), leaves[0].grad(), leaves[1].grad(), leaves[2].grad()};
-}
-
-double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
-  const double scale = std::max(b.abs().max().item<double>(), 1e-6);
-  return (a - b).abs().max().item<double>() / scale;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "model_harness.h"
 #include "runtime/model/fused/cross_entropy.h"
 #include "runtime/model/fused/embedding.h"
 #include "runtime/model/fused/l2_normalize.h"
@@ -18,13 +19,9 @@
 
 using namespace memscript;
 using fused::LossReduction;
+using memscript::test::relative_error;
 
 namespace {
-
-double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
-  const double scale = std::max(b.abs().max().item<double>(), 1e-6);
-  return (a - b).abs().max().item<double>() / scale;
-}
 
 struct LayerNormCase {
   torch::Tensor x, weight, bias;

@@ -12,6 +12,7 @@
 #include "runtime/model/mixer.h"
 
 using namespace memscript;
+using memscript::test::require_close;
 
 namespace {
 
@@ -70,16 +71,6 @@ Run run(Mixer& mixer, const Setup& s, int64_t batch, int64_t length, bool with_s
   for (const auto& item : mixer->named_parameters())
     r.grad_parameters[item.key()] = item.value().grad();
   return r;
-}
-
-void require_close(const torch::Tensor& a, const torch::Tensor& b, double tolerance,
-                   const std::string& what) {
-  INFO(what);
-  REQUIRE(a.defined() == b.defined());
-  if (!b.defined()) return;
-  REQUIRE(a.sizes() == b.sizes());
-  const double scale = std::max(b.abs().max().item<double>(), 1e-6);
-  CHECK((a - b).abs().max().item<double>() / scale <= tolerance);
 }
 
 // Fused against reference; returns the fused run's autograd node.

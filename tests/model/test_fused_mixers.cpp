@@ -16,6 +16,8 @@
 #include "runtime/model/mixer.h"
 
 using namespace memscript;
+using memscript::test::relative_error;
+using memscript::test::require_close;
 
 namespace {
 
@@ -47,21 +49,6 @@ std::pair<Mixer, Mixer> twins(const std::string& name, bool negative, torch::Dty
   for (const auto& item : reference->named_parameters())
     fused_parameters[item.key()].copy_(item.value());
   return {fused, reference};
-}
-
-// max |a − b| relative to max |b| (or absolute where b is all but zero).
-double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
-  const double scale = std::max(b.abs().max().item<double>(), 1e-6);
-  return (a - b).abs().max().item<double>() / scale;
-}
-
-void require_close(const torch::Tensor& fused, const torch::Tensor& reference, double tolerance,
-                   const std::string& what) {
-  INFO(what);
-  REQUIRE(fused.defined() == reference.defined());
-  if (!reference.defined()) return;
-  REQUIRE(fused.sizes() == reference.sizes());
-  CHECK(relative_error(fused, reference) <= tolerance);
 }
 
 struct Run {
