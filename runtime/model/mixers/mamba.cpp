@@ -62,20 +62,19 @@ void MambaMixerImpl::init_dt_projection() {
   dt_proj_->bias.copy_(dt + torch::log(-torch::expm1(-dt)));
 }
 
-std::pair<torch::Tensor, torch::Tensor> MambaMixerImpl::convolve(const torch::Tensor& x,
-                                                                 const MixerState& state) {
-  const int64_t keep = d_conv_ - 1;
-  const torch::Tensor window =
-      state.empty() ? torch::zeros({x.size(0), d_inner_, keep}, x.options()) : state.tensors.at(0);
-  const torch::Tensor padded = torch::cat({window, x.transpose(1, 2)}, 2);
-  const torch::Tensor out = conv_->forward(padded).transpose(1, 2);
-  return {out, padded.narrow(2, padded.size(2) - keep, keep)};
+fused::CausalConvResult MambaMixerImpl::convolve(const torch::Tensor& x, const MixerState& state) {
+  const torch::Tensor window = state.empty() ? torch::Tensor() : state.tensors.at(0);
+  if (impl_.fused) {
+    if (auto result = fused::causal_conv_silu(x, window, conv_->weight, conv_->bias)) {
+      return *result;
+    }
+  }
+  return fused::causal_conv_silu_reference(x, window, conv_->weight, conv_->bias);
 }
 
 MixerOutput MambaMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
   const std::vector<torch::Tensor> xz = fused::linear(in_proj_, x).chunk(2, -1);
-  auto [convolved, window] = convolve(xz[0], state);
-  const torch::Tensor u = fused::activation(convolved, fused::Activation::silu);
+  const auto [u, window] = convolve(xz[0], state);
   const std::vector<torch::Tensor> parts =
       fused::linear(x_proj_, u).split_with_sizes({dt_rank_, d_state_, d_state_}, -1);
   const torch::Tensor delta = fused::linear(dt_proj_, parts[0], fused::Activation::softplus);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "runtime/model/fused/causal_conv.h"
 #include "runtime/model/fused/impl.h"
 #include "runtime/model/mixer.h"
 
@@ -31,7 +32,8 @@ namespace memscript {
 // Options: expand (2, d_inner = expand · d_model), d_state (16), d_conv (4),
 //          dt_rank (ceil(d_model / 16)), negative_eigenvalues (false), impl ("fused": the
 //          selective scan of kernels/selective_scan.h, which never forms [B, L, d_inner,
-//          d_state]; "reference": selective_scan below).
+//          d_state], and on the CPU the conv and its SiLU as kernels/causal_conv.h;
+//          "reference": libtorch's Conv1d and selective_scan below).
 // State: {window [B, d_inner, d_conv − 1], the conv's last inputs (zeros at the start);
 //         h [B, d_inner, d_state]}.
 class MambaMixerImpl : public MixerImpl {
@@ -43,8 +45,8 @@ class MambaMixerImpl : public MixerImpl {
 
  private:
   void init_dt_projection();
-  // The conv over [previous window, x]; returns its output [B, L, d_inner] and the new window.
-  std::pair<torch::Tensor, torch::Tensor> convolve(const torch::Tensor& x, const MixerState& state);
+  // SiLU of the causal conv over [previous window, x]: u [B, L, d_inner] and the new window.
+  fused::CausalConvResult convolve(const torch::Tensor& x, const MixerState& state);
 
   int64_t expand_;
   int64_t d_inner_;
