@@ -19,6 +19,22 @@ std::vector<T> taps_of(const T* weight, const CausalConvShape& s) {
   return taps;
 }
 
+// Windows are in Conv1d's layout [batch, channels, K − 1]: step j of batch row n's window is
+// every channel's number j, at a stride of K − 1. These copy one step to or from a contiguous
+// [channels] row.
+template <typename T>
+void load_window_step(const T* window, const CausalConvShape& s, int64_t n, int64_t j, T* step) {
+  const int64_t keep = s.kernel - 1;
+  const T* rows = window + n * s.channels * keep + j;
+  for (int64_t c = 0; c < s.channels; ++c) step[c] = rows[c * keep];
+}
+template <typename T>
+void store_window_step(const T* step, const CausalConvShape& s, int64_t n, int64_t j, T* window) {
+  const int64_t keep = s.kernel - 1;
+  T* rows = window + n * s.channels * keep + j;
+  for (int64_t c = 0; c < s.channels; ++c) rows[c * keep] = step[c];
+}
+
 // x̄ of one batch row: the window's K − 1 steps (copied into step-major rows, as x's are), then
 // x's steps where they are.
 template <typename T>
@@ -32,10 +48,8 @@ class PaddedRow {
         x_(x + n * layout.batch_stride),
         head_(static_cast<size_t>(keep_ * channels_), T(0)) {
     if (!window) return;
-    const T* rows = window + n * channels_ * keep_;
-    for (int64_t c = 0; c < channels_; ++c) {
-      for (int64_t j = 0; j < keep_; ++j) head_[j * channels_ + c] = rows[c * keep_ + j];
-    }
+    for (int64_t j = 0; j < keep_; ++j)
+      load_window_step(window, s, n, j, head_.data() + j * channels_);
   }
 
   const T* step(int64_t p) const {
@@ -78,11 +92,8 @@ void forward_row(const CausalConvForward<T>& f, const CausalConvShape& s,
     activate_all<ActivationKind::silu>(u, u, s.channels);
   }
   // The window after the sequence: x̄'s last K − 1 steps.
-  const int64_t keep = s.kernel - 1;
-  T* after = f.window_after + n * s.channels * keep;
-  for (int64_t j = 0; j < keep; ++j) {
-    const T* x = row.step(s.length + j);
-    for (int64_t c = 0; c < s.channels; ++c) after[c * keep + j] = x[c];
+  for (int64_t j = 0; j < s.kernel - 1; ++j) {
+    store_window_step(row.step(s.length + j), s, n, j, f.window_after);
   }
 }
 
@@ -125,10 +136,8 @@ template <typename T>
 void padded_grad(const CausalConvBackward<T>& b, const CausalConvShape& s,
                  const std::vector<T>& taps, const RecentGrads<T>& recent, int64_t n, int64_t p,
                  T* __restrict grad) {
-  const int64_t keep = s.kernel - 1;
   if (p >= s.length && b.grad_window_after) {
-    const T* after = b.grad_window_after + n * s.channels * keep + (p - s.length);
-    for (int64_t c = 0; c < s.channels; ++c) grad[c] = after[c * keep];
+    load_window_step(b.grad_window_after, s, n, p - s.length, grad);
   } else {
     std::fill(grad, grad + s.channels, T(0));
   }
@@ -146,8 +155,9 @@ void backward_row(const CausalConvBackward<T>& b, const CausalConvShape& s,
   const PaddedRow<T> row(s, layout, b.x, b.window, n);
   RecentGrads<T> recent(s);
   std::vector<T> a(static_cast<size_t>(s.channels)), window_grad(a.size());
-  T* partial = b.partials + n * causal_conv_parameter_count(s);
-  std::fill(partial, partial + causal_conv_parameter_count(s), T(0));
+  const int64_t count = causal_conv_parameter_count(s);
+  T* partial = b.partials + n * count;
+  std::fill(partial, partial + count, T(0));
   // x̄_p's gradient needs ∂a of steps p − K + 1 … p: it is complete once step p is done.
   for (int64_t p = 0; p < s.length + keep; ++p) {
     if (p < s.length) backward_step(b, s, taps, row, n, p, a.data(), recent, partial);
@@ -155,8 +165,7 @@ void backward_row(const CausalConvBackward<T>& b, const CausalConvShape& s,
       padded_grad(b, s, taps, recent, n, p, b.grad_x + (n * s.length + p - keep) * s.channels);
     } else if (b.grad_window) {
       padded_grad(b, s, taps, recent, n, p, window_grad.data());
-      T* rows = b.grad_window + n * s.channels * keep;
-      for (int64_t c = 0; c < s.channels; ++c) rows[c * keep + p] = window_grad[c];
+      store_window_step(window_grad.data(), s, n, p, b.grad_window);
     }
   }
 }

@@ -41,7 +41,7 @@ class CausalConvFunction : public torch::autograd::Function<CausalConvFunction> 
                                const torch::Tensor& bias) {
     const CausalConvShape shape = shape_of(x, weight);
     const torch::Tensor window = undefined_if_empty(window_or_empty);
-    const torch::Tensor u = torch::empty({shape.batch, shape.length, shape.channels}, x.options());
+    const torch::Tensor u = torch::empty(x.sizes(), x.options());
     const torch::Tensor after =
         torch::empty({shape.batch, shape.channels, shape.kernel - 1}, x.options());
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), kOp, [&] {
@@ -62,12 +62,10 @@ class CausalConvFunction : public torch::autograd::Function<CausalConvFunction> 
     const torch::Tensor window = undefined_if_empty(saved[1]);
     const CausalConvShape shape = shape_of(x, weight);
     const torch::Tensor grad_u =
-        grads[0].defined() ? grads[0].contiguous()
-                           : torch::zeros({shape.batch, shape.length, shape.channels}, x.options());
+        grads[0].defined() ? grads[0].contiguous() : torch::zeros(x.sizes(), x.options());
     const torch::Tensor grad_after = grads[1].defined() ? grads[1].contiguous() : torch::Tensor();
     const int64_t count = kernels::causal_conv_parameter_count(shape);
-    const torch::Tensor grad_x =
-        torch::empty({shape.batch, shape.length, shape.channels}, x.options());
+    const torch::Tensor grad_x = torch::empty(x.sizes(), x.options());
     // A kernel of 1 has an empty window, which gets an empty gradient like any other input.
     const torch::Tensor grad_window =
         window.defined() ? torch::empty_like(window) : torch::zeros_like(saved[1]);
