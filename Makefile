@@ -22,7 +22,8 @@ bootstrap:
 # Configure once; later builds re-run CMake by themselves when a CMakeLists.txt changes.
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(TYPE) \
-	  -DMEMSCRIPT_TORCH_PYTHON="$$(scripts/bootstrap.sh --print-python)" $(CMAKE_ARGS)
+	  -DMEMSCRIPT_TORCH_PYTHON="$$(scripts/bootstrap.sh --print-python)" \
+	  -DMEMSCRIPT_LUA_SOURCE="$$(scripts/bootstrap.sh --print-lua)" $(CMAKE_ARGS)
 
 build: bootstrap $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -43,7 +44,8 @@ experiments: build
 
 $(SANITIZE_BUILD)/CMakeCache.txt:
 	cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Debug -DMEMSCRIPT_SANITIZE=ON \
-	  -DMEMSCRIPT_CUDA=OFF -DMEMSCRIPT_TORCH_PYTHON="$$(scripts/bootstrap.sh --print-python)" $(CMAKE_ARGS)
+	  -DMEMSCRIPT_CUDA=OFF -DMEMSCRIPT_TORCH_PYTHON="$$(scripts/bootstrap.sh --print-python)" \
+	  -DMEMSCRIPT_LUA_SOURCE="$$(scripts/bootstrap.sh --print-lua)" $(CMAKE_ARGS)
 
 test-sanitize: bootstrap $(SANITIZE_BUILD)/CMakeCache.txt
 	cmake --build $(SANITIZE_BUILD) -j $(JOBS) --target memscript_binding_tests memscript
