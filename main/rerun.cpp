@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "runtime/device.h"
 #include "runtime/options.h"
 #include "runtime/run_folder.h"
 
@@ -25,38 +26,93 @@ nlohmann::json read_config(const fs::path& run) {
   if (!fs::is_regular_file(path)) {
     throw UserError(run.string() + " is not a run folder (it has no config.json)");
   }
+  nlohmann::json config;
   try {
-    return nlohmann::json::parse(read_text(path));
-  } catch (const nlohmann::json::exception&) {
-    throw UserError("cannot parse " + path.string());
+    config = nlohmann::json::parse(read_text(path));
+  } catch (const nlohmann::json::exception& error) {
+    // nlohmann's message names the byte: "parse error at line 3, column 7: ...".
+    const std::string what = error.what();
+    const size_t detail = what.find("] ");
+    throw UserError("cannot parse " + path.string() + ": " +
+                    (detail == std::string::npos ? what : what.substr(detail + 2)));
   }
+  if (!config.is_object()) throw UserError(path.string() + " is not a JSON object");
+  return config;
+}
+
+// config.json's `key` as a T, `fallback` when absent; a value of another type is an error that
+// names the file and the key.
+template <typename T>
+T stored(const nlohmann::json& config, const fs::path& run, const char* key, const char* expected,
+         T fallback) {
+  if (!config.contains(key)) return fallback;
+  try {
+    return config.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw UserError((run / "config.json").string() + ": '" + key + "' must be " + expected +
+                    ", got " + config.at(key).dump());
+  }
+}
+
+[[noreturn]] void bad_stored(const fs::path& run, const std::string& key, const std::string& what) {
+  throw UserError((run / "config.json").string() + ": '" + key + "' " + what);
 }
 
 std::string first_word(const std::string& text) {
   return text.substr(0, text.find_first_of(" \n:"));
 }
 
-// The output root the run folder sits in: RUN_DIR minus the components of its `out` name
-// (its parent when the folder was moved or renamed since).
-fs::path output_root_of(const fs::path& run, const std::string& out) {
-  fs::path root = run;
+// The run folder's name as ms.train{ out = } gave it must be where the folder is: its last
+// components, the last one with the "-N" a taken name gets. A crafted or stale `out` is refused
+// rather than trusted.
+void check_stored_out(const fs::path& run, const fs::path& real, const std::string& out) {
   const fs::path name = fs::path(out).lexically_normal();
+  bool valid = !out.empty() && !name.is_absolute();
+  for (const auto& part : name) valid = valid && part != ".." && part != ".";
+  if (!valid) bad_stored(run, "out", "= \"" + out + "\" is not a run name inside an output folder");
   std::vector<fs::path> parts(name.begin(), name.end());
+  while (!parts.empty() && parts.back().empty()) parts.pop_back();  // a trailing separator
+  fs::path folder = real;
   for (auto part = parts.rbegin(); part != parts.rend(); ++part) {
-    if (root.filename() != *part) return run.parent_path();
-    root = root.parent_path();
+    const std::string here = folder.filename().string();
+    const std::string wanted = part->string();
+    bool same = here == wanted;
+    if (!same && part == parts.rbegin() && here.size() > wanted.size() + 1 &&
+        here.compare(0, wanted.size() + 1, wanted + "-") == 0) {
+      same = here.find_first_not_of("0123456789", wanted.size() + 1) == std::string::npos;
+    }
+    if (!same) {
+      bad_stored(run, "out",
+                 "= \"" + out + "\" does not match where the run folder is (" + real.string() +
+                     "); a run folder is rerun under the name it was written with");
+    }
+    folder = folder.parent_path();
   }
-  return root.empty() ? fs::path(".") : root;
 }
 
-void apply_stored_settings(const nlohmann::json& config, const ExplicitSettings& given,
-                           lua::Settings& settings) {
-  if (!given.seed && config.contains("seed")) settings.seed = config["seed"].get<uint64_t>();
-  if (!given.device && config.contains("device"))
-    settings.device = config["device"].get<std::string>();
-  if (!given.threads && config.value("threads", 0) > 0)
-    settings.threads = config["threads"].get<int>();
-  settings.params = config.value("params", std::map<std::string, std::string>());
+void apply_stored_settings(const nlohmann::json& config, const fs::path& run,
+                           const ExplicitSettings& given, lua::Settings& settings) {
+  if (config.contains("seed") && !config["seed"].is_number_unsigned())
+    bad_stored(run, "seed", "must be a whole number >= 0, got " + config["seed"].dump());
+  const auto seed = stored<uint64_t>(config, run, "seed", "a whole number >= 0", settings.seed);
+  if (!given.seed) settings.seed = seed;
+  const auto device = stored<std::string>(config, run, "device", "a string", settings.device);
+  if (!given.device) {
+    try {
+      settings.device = resolve_device(device);
+    } catch (const UserError& error) {
+      bad_stored(run, "device", "= \"" + device + "\": " + error.what());
+    }
+  }
+  const auto threads = stored<int64_t>(config, run, "threads", "a whole number", 0);
+  if (threads < 0 || threads > kMaxThreads) {
+    bad_stored(run, "threads",
+               "= " + std::to_string(threads) + " must be between 1 and " +
+                   std::to_string(kMaxThreads) + " (0: libtorch's default)");
+  }
+  if (!given.threads && threads > 0) settings.threads = static_cast<int>(threads);
+  settings.params =
+      stored<std::map<std::string, std::string>>(config, run, "params", "an object of strings", {});
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -95,29 +151,38 @@ Rerun prepare_rerun(const fs::path& run, bool replay, const ExplicitSettings& gi
     throw UserError(std::string(replay ? "--replay" : "--resume") +
                     " uses the --set values stored in the run folder; leave out --set");
   }
+  std::error_code error;
+  if (!fs::is_directory(run, error)) throw UserError(run.string() + " is not a run folder");
+  const fs::path real = fs::canonical(run, error);
+  if (error) throw UserError("cannot open " + run.string() + ": " + error.message());
   const nlohmann::json config = read_config(run);
   Rerun rerun;
   rerun.run = run;
-  const std::string script = config.value("script", "");
+  const std::string script = stored<std::string>(config, run, "script", "a string", "");
   if (script.empty()) throw UserError(run.string() + " stores no script (it ran from -e code)");
-  rerun.script = run / "script" / script;
-  if (!fs::is_regular_file(rerun.script)) {
+  if (fs::path(script).has_parent_path() || script == "." || script == "..")
+    bad_stored(run, "script", "= \"" + script + "\" must be a file name in its script/ folder");
+  rerun.script = real / "script" / script;
+  if (!fs::is_regular_file(rerun.script, error) || !path_inside(rerun.script, real / "script")) {
     throw UserError(run.string() + ": the stored script " + rerun.script.string() + " is missing");
   }
-  rerun.args = config.value("script_args", std::vector<std::string>());
-  apply_stored_settings(config, given, settings);
-  const std::string out = config.value("out", run.filename().string());
-  settings.output_root = output_root_of(run, out);
+  rerun.args =
+      stored<std::vector<std::string>>(config, run, "script_args", "a list of strings", {});
+  apply_stored_settings(config, run, given, settings);
+  const std::string out = stored<std::string>(config, run, "out", "a string", "");
+  check_stored_out(run, real, out);
 
   lua::RunTarget target;
   target.out = out;
   target.resume = !replay;
   if (replay) {
-    target.folder = RunFolder::create(run, "replay").path();
+    target.folder = RunFolder::create(real, "replay").path();
   } else {
-    target.folder = run;
-    rerun.already_complete = first_word(read_text(run / "status")) == "completed";
+    target.folder = real;
+    rerun.already_complete = first_word(read_text(real / "status")) == "completed";
   }
+  // The script may write only into the folder it reruns: the run itself, or its replay.
+  settings.output_root = target.folder;
   settings.target = target;
   return rerun;
 }

@@ -8,6 +8,9 @@ namespace memscript {
 // UserError for anything else, and for "cuda" without a GPU.
 std::string resolve_device(const std::string& requested);
 
+// The most threads --threads (or a run folder's stored `threads`) may ask for.
+constexpr int kMaxThreads = 1024;
+
 // The size of libtorch's intra-op thread pool.
 void set_threads(int threads);
 

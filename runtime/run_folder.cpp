@@ -1,9 +1,11 @@
 #include "runtime/run_folder.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -32,10 +34,12 @@ void write_all(int fd, const std::string& content, const fs::path& path) {
 }  // namespace
 
 void write_file_atomic(const fs::path& path, const std::string& content) {
-  const fs::path temporary = path.string() + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::string name = path.string() + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(name.data(), O_CLOEXEC);
   if (fd < 0) fail_write(path, errno);
+  const fs::path temporary = name;
   try {
+    if (::fchmod(fd, 0644) != 0) fail_write(path, errno);
     write_all(fd, content, path);
     if (::fsync(fd) != 0) fail_write(path, errno);
   } catch (...) {
@@ -53,6 +57,20 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
     ::unlink(temporary.c_str());
     fail_write(path, error);
   }
+}
+
+bool path_inside(const fs::path& path, const fs::path& folder) {
+  std::error_code error;
+  const fs::path target = fs::weakly_canonical(fs::absolute(path, error), error);
+  if (error) return false;
+  const fs::path root = fs::weakly_canonical(fs::absolute(folder, error), error);
+  if (error) return false;
+  auto t = target.begin();
+  for (auto r = root.begin(); r != root.end(); ++r, ++t) {
+    if (r->empty()) continue;  // a trailing separator
+    if (t == target.end() || *t != *r) return false;
+  }
+  return true;
 }
 
 RunFolder RunFolder::create(const fs::path& root, const std::string& name) {
@@ -81,7 +99,15 @@ RunFolder RunFolder::open(const fs::path& path) {
 }
 
 void RunFolder::write(const std::string& relative, const std::string& content) const {
-  const fs::path target = path_ / relative;
+  const fs::path name(relative);
+  bool escapes = relative.empty() || name.is_absolute();
+  for (const auto& part : name) escapes = escapes || part == "..";
+  const fs::path target = path_ / name;
+  if (escapes) throw UserError("cannot write " + target.string() + ": not inside the run folder");
+  if (!path_inside(target.parent_path(), path_)) {
+    throw UserError("cannot write " + target.string() + ": a symlink leads out of the run folder " +
+                    path_.string());
+  }
   std::error_code error;
   fs::create_directories(target.parent_path(), error);
   if (error)

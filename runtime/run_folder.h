@@ -10,7 +10,13 @@
 
 namespace memscript {
 
+// The temporary is a fresh name (mkostemp: O_CREAT | O_EXCL, so never a file or symlink
+// planted under a predictable name) with mode 0644 once written.
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);
+
+// True when `path`, with every symlink of its existing part resolved, lies in `folder` (also
+// resolved). What does not exist yet is taken lexically.
+bool path_inside(const std::filesystem::path& path, const std::filesystem::path& folder);
 
 class RunFolder {
  public:
@@ -21,7 +27,8 @@ class RunFolder {
   static RunFolder open(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const { return path_; }
-  // Writes `relative` (which may name a subfolder) inside the run folder.
+  // Writes `relative` (which may name a subfolder) inside the run folder. Refuses a name that
+  // leaves the folder, lexically or through a symlink found inside it.
   void write(const std::string& relative, const std::string& content) const;
   void copy_in(const std::filesystem::path& source, const std::string& relative) const;
 

@@ -1,6 +1,8 @@
 #include "runtime/model/serialize.h"
 
-#include <unistd.h>
+#include <sstream>
+
+#include "runtime/run_folder.h"
 
 namespace memscript {
 
@@ -59,25 +61,19 @@ Options decoder_options_from_config(const nlohmann::json& config) {
 }
 
 void save_decoder(DecoderImpl& model, const std::filesystem::path& path) {
-  const std::filesystem::path temporary = path.string() + ".tmp." + std::to_string(::getpid());
+  std::ostringstream bytes;
   try {
     torch::serialize::OutputArchive archive;
     model.save(archive);
     archive.write(kConfigKey, c10::IValue(model.config().dump()));
     archive.write(kDtypeKey,
                   c10::IValue(static_cast<int64_t>(model.parameters().front().scalar_type())));
-    archive.save_to(temporary.string());
+    archive.save_to(bytes);
   } catch (const c10::Error& error) {
-    std::filesystem::remove(temporary);
     throw UserError("cannot save the model to " + path.string() + ": " +
                     error.what_without_backtrace());
   }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary);
-    throw UserError("cannot save the model to " + path.string() + ": " + error.message());
-  }
+  write_file_atomic(path, bytes.str());
 }
 
 Decoder load_decoder(const std::filesystem::path& path) {

@@ -21,7 +21,7 @@ RunLock RunLock::try_acquire(const fs::path& lock_file) {
     throw UserError("cannot create lock folder " + lock_file.parent_path().string() + ": " +
                     error.message());
   }
-  const int fd = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0)
     throw UserError("cannot open lock " + lock_file.string() + ": " + std::strerror(errno));
   int result;

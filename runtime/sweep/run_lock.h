@@ -9,6 +9,9 @@
 
 namespace memscript {
 
+// The lock file inside a run folder, held while a process trains in it.
+constexpr const char* kRunLockFile = ".lock";
+
 class RunLock {
  public:
   // Takes the lock without waiting; an unlocked RunLock (locked() false) when another process

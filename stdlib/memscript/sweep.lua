@@ -219,7 +219,16 @@ return function(ms)
       lock:release()
       return "skipped"
     end
-    if helpers.exists(folder) then run.moved_to = helpers.move_aside(folder, sweep_folder .. "/.incomplete") end
+    if helpers.exists(folder) then
+      -- A resume of this run may be training it: its folder's own lock says so.
+      local training = helpers.lock(folder .. "/.lock")
+      if not training then
+        lock:release()
+        return "busy"
+      end
+      run.moved_to = helpers.move_aside(folder, sweep_folder .. "/.incomplete")
+      training:release()
+    end
     local ok, result = pcall(spec.run, run.params)
     lock:release()
     if not ok and type(result) == "userdata" then error(result, 0) end -- os.exit: let it unwind
@@ -239,7 +248,11 @@ return function(ms)
     say(string.format("sweep %s%s: %d completed, %d skipped (already complete), %d busy (running " ..
                       "elsewhere), %d failed", spec.name, shard, #outcome.completed, #outcome.skipped,
                       #outcome.busy, #outcome.failed))
-    for _, run in ipairs(outcome.failed) do say("  failed: " .. run.name .. ": " .. run.error) end
+    -- Failures are printed even with --quiet: the exit code points at this list.
+    for _, run in ipairs(outcome.failed) do
+      io.stderr:write("sweep ", spec.name, ": failed: ", run.name, ": ", run.error, "\n")
+    end
+    io.stderr:flush()
   end
 
   --- ms.sweep{ name =, grid = { key = {values...}, ... }, seeds = {...}, order = {keys...},

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -77,4 +79,38 @@ TEST_CASE("a line log restored for a resume keeps the lines its checkpoint count
   CHECK(read_file(folder.path() / "eval.csv") == "step,accuracy\n1,0.5\n2,0.75\n3,0.9\n");
   LineLog short_log(&folder, "eval.csv", "step,accuracy");
   CHECK_THROWS_WITH(short_log.restore(9), Catch::Matchers::Contains("fewer lines"));
+}
+
+TEST_CASE("an atomic write never follows a symlink planted under a temporary's name") {
+  TempDir root;
+  root.write("outside.txt", "untouched");
+  // The old writer's predictable name, <file>.tmp.<pid>, as a symlink to a file outside.
+  const fs::path planted = root / ("run/status.tmp." + std::to_string(::getpid()));
+  fs::create_directories(root / "run");
+  fs::create_symlink(root / "outside.txt", planted);
+  write_file_atomic(root / "run/status", "completed\n");
+  CHECK(read_file(root / "outside.txt") == "untouched");
+  CHECK(read_file(root / "run/status") == "completed\n");
+  CHECK(fs::is_symlink(planted));  // left alone
+  CHECK((fs::status(root / "run/status").permissions() & fs::perms::others_read) !=
+        fs::perms::none);
+}
+
+TEST_CASE("a run folder refuses names and symlinks that lead out of it") {
+  TempDir root;
+  const RunFolder folder = RunFolder::create(root.path(), "run");
+  fs::create_directories(root / "elsewhere");
+  fs::create_directory_symlink(root / "elsewhere", folder.path() / "checkpoints");
+  CHECK_THROWS_WITH(folder.write("checkpoints/x.pt", "data"),
+                    Catch::Matchers::Contains("a symlink leads out of the run folder"));
+  CHECK_THROWS_WITH(folder.write("checkpoints/sub/x.pt", "data"),
+                    Catch::Matchers::Contains("a symlink leads out of the run folder"));
+  CHECK_THROWS_WITH(folder.write("../x", "data"),
+                    Catch::Matchers::Contains("not inside the run folder"));
+  CHECK_THROWS_WITH(folder.write("/tmp/x", "data"),
+                    Catch::Matchers::Contains("not inside the run folder"));
+  CHECK(fs::is_empty(root / "elsewhere"));
+  CHECK(path_inside(folder.path() / "a/b", folder.path()));
+  CHECK(!path_inside(folder.path() / "checkpoints/a", folder.path()));
+  CHECK(!path_inside(folder.path() / "../run-x", folder.path()));
 }
