@@ -195,6 +195,8 @@ void push_summary(lua_State* L, const report::ReportSummary& summary) {
   lua_setfield(L, -2, "shards_to_rerun");
   push_strings(L, summary.rerun);
   lua_setfield(L, -2, "rerun");
+  push_strings(L, summary.skipped);
+  lua_setfield(L, -2, "skipped");
 }
 
 bool all_runs_complete(const fs::path& sweep_folder) {
@@ -207,6 +209,8 @@ bool all_runs_complete(const fs::path& sweep_folder) {
 void print_summary(const report::ReportSummary& summary) {
   std::fprintf(stderr, "report: %s (%d runs, %d completed)\n",
                (summary.folder / "index.html").c_str(), summary.runs, summary.completed);
+  for (const std::string& skipped : summary.skipped)
+    std::fprintf(stderr, "report: skipped %s\n", skipped.c_str());
   if (!summary.incomplete.empty()) {
     std::fprintf(stderr, "report: %zu runs not completed; to rerun only them:\n",
                  summary.incomplete.size());
@@ -253,6 +257,16 @@ int report_binding(lua_State* L) {
   const fs::path out = spec.out_folder.empty() ? spec.sweep_folder / "report" : spec.out_folder;
   check_write_allowed(L, "ms.report", (out / "index.html").string());
   const Settings& settings = session(L).settings;
+  if (settings.target) {  // a rerun writes only into its run folder, and reads no other runs
+    if (!settings.quiet)
+      std::fprintf(stderr, "report: not written while rerunning one run (%s)\n",
+                   settings.target->out.c_str());
+    report::ReportSummary skipped;
+    skipped.folder = out;
+    push_summary(L, skipped);
+    set_boolean(L, "written", false);
+    return 1;
+  }
   if (settings.dry_run) {  // the runs it would read were not trained: write nothing
     if (!settings.plan_sweeps)
       std::printf("dry run: a report of %s into %s\n", spec.sweep_folder.c_str(), out.c_str());
@@ -277,7 +291,12 @@ int report_binding(lua_State* L) {
     return 1;
   }
   const report::ReportSummary summary = report::write_report(spec);
-  if (!settings.quiet) print_summary(summary);
+  if (!settings.quiet) {
+    print_summary(summary);
+  } else {
+    for (const std::string& skipped : summary.skipped)
+      std::fprintf(stderr, "report: skipped %s\n", skipped.c_str());
+  }
   push_summary(L, summary);
   set_boolean(L, "written", true);
   return 1;

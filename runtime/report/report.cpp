@@ -366,6 +366,7 @@ class ReportWriter {
     std::set<int> shards;
     for (const RunData& run : sweep_.runs) {
       ++summary_.runs;
+      if (!run.unreadable.empty()) summary_.skipped.push_back(run.name + ": " + run.unreadable);
       if (run.complete()) {
         ++summary_.completed;
         continue;
@@ -529,7 +530,10 @@ class ReportWriter {
     std::string out = "\n## Runs not completed\n\n";
     for (const RunData& run : sweep_.runs) {
       if (run.complete()) continue;
-      out += "- " + run.name + ": " + (run.status.empty() ? run.state() : run.status);
+      out += "- " + run.name + ": " +
+             (!run.unreadable.empty() ? "skipped, its files are damaged (" + run.unreadable + ")"
+              : run.status.empty()    ? run.state()
+                                      : run.status);
       if (run.shard) out += " (shard " + std::to_string(*run.shard) + ")";
       out += "\n";
     }

@@ -25,6 +25,7 @@ struct ReportSummary {
   std::vector<std::string> incomplete;  // names of runs not completed (failed, missing, ...)
   std::vector<int> shards_to_rerun;     // shard (array task) indices holding those runs
   std::vector<std::string> rerun;       // commands that rerun only the incomplete runs
+  std::vector<std::string> skipped;     // "name: why" of runs whose files could not be read
 };
 
 ReportSummary write_report(const ReportOptions& options);

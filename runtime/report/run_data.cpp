@@ -55,32 +55,83 @@ double json_number(const json& object, const char* key) {
   return found != object.end() && found->is_number() ? found->get<double>() : kNaN;
 }
 
-std::vector<MetricRow> read_metrics(const fs::path& path) {
+// A file's rows, or the first reason it cannot be trusted. Files are written whole (atomically),
+// so a line that does not parse means the file was damaged after the run wrote it.
+struct Problem {
+  std::string what;
+  explicit operator bool() const { return !what.empty(); }
+};
+
+Problem bad_line(const fs::path& path, size_t line, const std::string& why) {
+  return {path.filename().string() + " line " + std::to_string(line) + ": " + why};
+}
+
+bool whole(double value) { return std::isfinite(value) && value == std::floor(value); }
+
+std::vector<MetricRow> read_metrics(const fs::path& path, Problem& problem) {
   std::vector<MetricRow> rows;
   std::ifstream in(path);
   std::string line;
-  while (std::getline(in, line)) {
+  for (size_t number = 1; std::getline(in, line); ++number) {
     const json object = json::parse(line, nullptr, false);
+    if (!object.is_object()) {
+      problem = bad_line(path, number, "not a JSON object");
+      return {};
+    }
     // Training rows only: the log ends with an evaluation summary that has a step and no loss.
-    if (!object.is_object() || !object.contains("step") || !object.contains("loss")) continue;
-    rows.push_back({static_cast<int64_t>(json_number(object, "step")), json_number(object, "loss"),
-                    json_number(object, "accuracy")});
+    if (!object.contains("step") || !object.contains("loss")) continue;
+    const double step = json_number(object, "step");
+    if (!whole(step) || step < 0) {
+      problem = bad_line(path, number, "no step number");
+      return {};
+    }
+    rows.push_back(
+        {static_cast<int64_t>(step), json_number(object, "loss"), json_number(object, "accuracy")});
   }
   return rows;
 }
 
-std::vector<EvalRow> read_evals(const fs::path& path) {
+// The CSV's rows; a row without a whole step >= 0 and a length >= 1 (or a position >= 0) is a
+// problem, never a phantom length.
+std::vector<std::map<std::string, std::string>> checked_csv(const fs::path& path,
+                                                            const std::vector<const char*>& keys,
+                                                            Problem& problem) {
+  const auto rows = read_csv(path);
+  std::ifstream in(path);
+  size_t lines = 0;
+  for (std::string line; std::getline(in, line);) lines += line.empty() ? 0 : 1;
+  if (lines > 0 && rows.size() != lines - 1) {
+    problem = {path.filename().string() + ": " + std::to_string(lines - 1 - rows.size()) +
+               " rows are short or unreadable"};
+    return {};
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    for (const char* key : keys) {
+      const double value = number(rows[i], key);
+      const double floor = std::string(key) == "length" ? 1 : 0;
+      if (!whole(value) || value < floor) {
+        problem = bad_line(
+            path, i + 2,
+            std::string("'") + key + "' is not a whole number >= " + (floor > 0 ? "1" : "0"));
+        return {};
+      }
+    }
+  }
+  return rows;
+}
+
+std::vector<EvalRow> read_evals(const fs::path& path, Problem& problem) {
   std::vector<EvalRow> rows;
-  for (const auto& row : read_csv(path)) {
+  for (const auto& row : checked_csv(path, {"step", "length"}, problem)) {
     rows.push_back({integer(row, "step"), integer(row, "length"), number(row, "accuracy"),
                     number(row, "sequence_accuracy"), number(row, "recall"), number(row, "loss")});
   }
   return rows;
 }
 
-std::vector<PositionRow> read_positions(const fs::path& path) {
+std::vector<PositionRow> read_positions(const fs::path& path, Problem& problem) {
   std::vector<PositionRow> rows;
-  for (const auto& row : read_csv(path)) {
+  for (const auto& row : checked_csv(path, {"step", "length", "position"}, problem)) {
     rows.push_back({integer(row, "step"), integer(row, "length"), integer(row, "position"),
                     number(row, "accuracy")});
   }
@@ -98,9 +149,16 @@ void read_run_files(RunData& run) {
   run.present = fs::is_directory(run.folder, error);
   if (!run.present) return;
   if (const auto status = read_text(run.folder / "status")) run.status = first_line(*status);
-  run.metrics = read_metrics(run.folder / "metrics.jsonl");
-  run.evals = read_evals(run.folder / "eval.csv");
-  run.positions = read_positions(run.folder / "eval_positions.csv");
+  Problem problem;
+  run.metrics = read_metrics(run.folder / "metrics.jsonl", problem);
+  if (!problem) run.evals = read_evals(run.folder / "eval.csv", problem);
+  if (!problem) run.positions = read_positions(run.folder / "eval_positions.csv", problem);
+  if (problem) {
+    run.unreadable = problem.what;
+    run.metrics.clear();
+    run.evals.clear();
+    run.positions.clear();
+  }
   if (run.labels.empty()) {  // not from a manifest: label it by its mixer, when known
     const auto config = read_text(run.folder / "config.json");
     const json parsed = config ? json::parse(*config, nullptr, false) : json();
@@ -133,8 +191,10 @@ void read_manifest(SweepData& sweep, const json& manifest) {
   }
   for (const json& entry : manifest.value("runs", json::array())) {
     RunData run;
-    run.name = entry.value("name", "");
-    if (run.name.empty()) continue;
+    run.name = entry.is_object() ? entry.value("name", "") : "";
+    // A run is a folder right inside the sweep's: a name that is a path is not one of its runs.
+    const fs::path name(run.name);
+    if (run.name.empty() || run.name[0] == '.' || name.has_parent_path()) continue;
     run.folder = sweep.folder / run.name;
     const json labels = entry.value("labels", json::object());
     for (const auto& [key, value] : labels.items()) run.labels[key] = json_text(value);
@@ -171,10 +231,11 @@ void add_unlisted_runs(SweepData& sweep) {
 
 }  // namespace
 
-bool RunData::complete() const { return status.rfind("completed", 0) == 0; }
+bool RunData::complete() const { return unreadable.empty() && status.rfind("completed", 0) == 0; }
 
 std::string RunData::state() const {
   if (!present) return "missing";
+  if (!unreadable.empty()) return "unreadable";
   if (status.empty()) return "unknown";
   return status.substr(0, status.find_first_of(": "));
 }
@@ -218,7 +279,12 @@ SweepData read_sweep(const fs::path& folder) {
     const json manifest = json::parse(*manifest_text, nullptr, false);
     if (!manifest.is_object())
       throw UserError("ms.report: " + (folder / "sweep.json").string() + " is not valid JSON");
-    read_manifest(sweep, manifest);
+    try {
+      read_manifest(sweep, manifest);
+    } catch (const json::exception&) {
+      throw UserError("ms.report: " + (folder / "sweep.json").string() +
+                      " is not a sweep manifest (a key holds a value of the wrong type)");
+    }
   }
   add_unlisted_runs(sweep);
   for (RunData& run : sweep.runs) read_run_files(run);

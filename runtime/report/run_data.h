@@ -46,9 +46,12 @@ struct RunData {
   std::vector<MetricRow> metrics;
   std::vector<EvalRow> evals;
   std::vector<PositionRow> positions;
+  // Why the run's files cannot be read ("eval.csv line 3: ..."); such a run is skipped (no
+  // numbers from it are shown) rather than half read.
+  std::string unreadable;
 
   bool complete() const;
-  // "completed", "failed", "running", "interrupted" or "missing".
+  // "completed", "failed", "running", "interrupted", "missing" or "unreadable".
   std::string state() const;
   // The rows of the last evaluation, in length order.
   std::vector<EvalRow> final_evals() const;

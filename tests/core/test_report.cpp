@@ -263,3 +263,38 @@ TEST_CASE("a report of a folder that does not exist is a clear error") {
   root.write("r/status", "completed\n");
   CHECK_THROWS_WITH(write_report(options), Contains("option 'line' = \"colour\""));
 }
+
+TEST_CASE("a report skips runs whose files are damaged, says why, and plots no phantom length") {
+  TempDir root;
+  std::vector<FakeRun> runs = fake_runs();
+  write_sweep(root, runs);
+  const std::string truncated = fake_run_name(runs[0]);
+  const std::string garbage = fake_run_name(runs[1]);
+  const std::string metrics = read_file(root / ("s/" + truncated + "/metrics.jsonl"));
+  root.write("s/" + truncated + "/metrics.jsonl", metrics.substr(0, metrics.size() / 2));
+  root.write("s/" + garbage + "/eval.csv", "step,length,accuracy\n200,-1,0.9\nnot,a,row\n");
+  const ReportSummary summary = report_of(root);
+  REQUIRE(summary.skipped.size() == 2);
+  CHECK_THAT(summary.skipped[0],
+             Contains(truncated + ": metrics.jsonl line ") && Contains(": not a JSON object"));
+  CHECK_THAT(summary.skipped[1], Contains(garbage + ": eval.csv line 2: 'length' is not a whole "
+                                                    "number >= 1"));
+  CHECK(summary.completed == 6);
+  const std::string md = read_file(summary.folder / "report.md");
+  CHECK_THAT(md, Contains("skipped, its files are damaged"));
+  CHECK(md.find("| -1 |") == std::string::npos);
+  CHECK(read_file(summary.folder / "accuracy_vs_length.svg").find(">-1<") == std::string::npos);
+}
+
+TEST_CASE(
+    "a manifest with values of the wrong type or run names that are paths is refused or skipped") {
+  TempDir root;
+  write_sweep(root, fake_runs());
+  root.write("s/sweep.json", "{\"sweep\": 5, \"runs\": []}");
+  CHECK_THROWS_WITH(report_of(root), Contains("sweep.json is not a sweep manifest"));
+  root.write(
+      "s/sweep.json",
+      "{\"sweep\": \"s\", \"runs\": [{\"name\": \"../../etc\"}, 7, {\"name\": \".hidden\"}]}");
+  const ReportSummary summary = report_of(root);
+  CHECK(summary.runs == 8);  // the run folders found by listing, none of the manifest's names
+}
