@@ -1,6 +1,9 @@
 #include "bindings/error.h"
 
+#include <c10/util/Exception.h>
+
 #include <exception>
+#include <new>
 
 #include "bindings/session.h"
 
@@ -18,6 +21,13 @@ bool has_position(const std::string& message) {
   return i > digits_start && i < message.size() && message[i] == ':';
 }
 
+// The first line of a message, for errors from libraries that add pages of context.
+std::string one_line(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+  return line.empty() ? "libtorch error" : line;
+}
+
 }  // namespace
 
 void push_current_exception(lua_State* L) {
@@ -28,6 +38,13 @@ void push_current_exception(lua_State* L) {
     session(L).exit_code = exit.code;
     lua_pushlightuserdata(L, exit_sentinel());
     return;
+  } catch (const c10::Error& error) {
+    // libtorch's own words, without its C++ backtrace and source location.
+    message = one_line(error.what_without_backtrace());
+  } catch (const std::bad_alloc&) {
+    message =
+        "out of memory (a size in the script is too large for this machine, or for "
+        "--max-memory)";
   } catch (const std::exception& error) {
     message = error.what();
   } catch (...) {

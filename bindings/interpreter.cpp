@@ -17,6 +17,7 @@ int set_up(lua_State* L) {
   open_libraries(L, current.settings.unsafe);
   install_searcher(L, current);
   if (!current.settings.unsafe) install_sandbox(L);
+  install_end_check(L);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
   lua_pushcfunction(L, open_core_module);
   lua_setfield(L, -2, "memscript.core");
@@ -86,7 +87,9 @@ int Interpreter::call_chunk(int arguments) {
   lua_insert(L_, base);
   const int status = lua_pcall(L_, arguments, 0, base);
   lua_remove(L_, base);
-  return status == LUA_OK ? kSuccess : report_failure(status);
+  if (status != LUA_OK) return report_failure(status);
+  // os.exit from where no error could unwind the script (a finalizer) still sets the code.
+  return session_.exit_code.value_or(kSuccess);
 }
 
 int Interpreter::run_file(const std::filesystem::path& script,

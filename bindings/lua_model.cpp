@@ -35,6 +35,7 @@ int model_forward(lua_State* L) {
   const torch::Tensor& inputs = check_tokens(L, 2, *model);
   DecoderState state;
   if (!lua_isnoneornil(L, 3)) state = *check_object<StateRef>(L, 3);
+  model->check_state(state, inputs.size(0));
   DecoderOutput out = model->forward(inputs.to(model->device()), state);
   push_object<torch::Tensor>(L, out.logits);
   push_object<StateRef>(L, std::make_shared<DecoderState>(std::move(out.state)));
@@ -50,6 +51,29 @@ torch::Tensor batch_field(lua_State* L, int index, const char* name) {
   return *tensor;
 }
 
+// The batch's targets and mask must match its inputs, and every scored target be a class.
+void check_targets(const torch::Tensor& targets, const torch::Tensor& mask,
+                   const torch::Tensor& inputs, const DecoderImpl& model) {
+  if (targets.scalar_type() != torch::kInt64 || !targets.sizes().equals(inputs.sizes())) {
+    throw UserError("loss: the batch's targets must be an int64 tensor shaped like its inputs [" +
+                    std::to_string(inputs.size(0)) + ", " + std::to_string(inputs.size(1)) + "]");
+  }
+  if (mask.scalar_type() != torch::kBool || !mask.sizes().equals(inputs.sizes())) {
+    throw UserError("loss: the batch's mask must be a boolean tensor shaped like its inputs [" +
+                    std::to_string(inputs.size(0)) + ", " + std::to_string(inputs.size(1)) + "]");
+  }
+  const torch::Tensor scored = targets.masked_select(mask.to(targets.device()));
+  if (scored.numel() > 0) {
+    const int64_t low = scored.min().item<int64_t>();
+    const int64_t high = scored.max().item<int64_t>();
+    if (low < 0 || high >= model.num_classes()) {
+      throw UserError("loss: targets must be classes in [0, " +
+                      std::to_string(model.num_classes()) + "), got " +
+                      std::to_string(low < 0 ? low : high));
+    }
+  }
+}
+
 // m:loss(batch) -> the masked cross-entropy of a batch from task:sample, ready for :backward()
 int model_loss(lua_State* L) {
   const ModelRef& model = check_object<ModelRef>(L, 1);
@@ -58,11 +82,12 @@ int model_loss(lua_State* L) {
   lua_rawget(L, 2);
   const torch::Tensor inputs = check_tokens(L, lua_gettop(L), *model);
   lua_pop(L, 1);
+  const torch::Tensor targets = batch_field(L, 2, "targets");
+  const torch::Tensor mask = batch_field(L, 2, "mask");
+  check_targets(targets, mask, inputs, *model);
   const torch::Device device = model->device();
   const torch::Tensor logits = model->forward(inputs.to(device));
-  push_object<torch::Tensor>(L,
-                             masked_cross_entropy(logits, batch_field(L, 2, "targets").to(device),
-                                                  batch_field(L, 2, "mask").to(device)));
+  push_object<torch::Tensor>(L, masked_cross_entropy(logits, targets.to(device), mask.to(device)));
   return 1;
 }
 

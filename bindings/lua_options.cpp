@@ -7,87 +7,140 @@ namespace memscript::lua {
 
 namespace {
 
-OptionValue read_value(lua_State* L, int index, const std::string& context, const std::string& key);
+// Option tables nest a few levels (ms.train{ eval = { lengths = { ... } } }); far deeper is a
+// mistake, and each level takes Lua stack slots.
+constexpr int kMaxOptionDepth = 16;
 
-// A table is a list when its keys are exactly 1..n.
-bool is_list(lua_State* L, int index) {
-  const lua_Unsigned length = lua_rawlen(L, index);
-  lua_Unsigned keys = 0;
-  lua_pushnil(L);
-  while (lua_next(L, index)) {
-    lua_pop(L, 1);
-    ++keys;
-  }
-  return keys == length;
-}
+// Reads one options table, with the tables being read on the way to it: a table that
+// contains itself is an error, not an endless recursion.
+class OptionReader {
+ public:
+  explicit OptionReader(lua_State* L) : L_(L) {}
 
-std::shared_ptr<OptionList> read_list(lua_State* L, int index, const std::string& context,
-                                      const std::string& key) {
-  auto list = std::make_shared<OptionList>();
-  const lua_Integer length = static_cast<lua_Integer>(lua_rawlen(L, index));
-  for (lua_Integer i = 1; i <= length; ++i) {
-    lua_rawgeti(L, index, i);
-    list->push_back(read_value(L, lua_gettop(L), context, key + "[" + std::to_string(i) + "]"));
-    lua_pop(L, 1);
-  }
-  return list;
-}
-
-std::any read_object(lua_State* L, int index, const std::string& context, const std::string& key) {
-  if (auto* task = test_object<TaskRef>(L, index)) return *task;
-  if (auto* model = test_object<ModelRef>(L, index)) return *model;
-  if (auto* optimizer = test_object<OptimizerRef>(L, index)) return *optimizer;
-  if (auto* tensor = test_object<torch::Tensor>(L, index)) return *tensor;
-  throw UserError(context + ": option '" + key + "' cannot be a " + luaL_typename(L, index));
-}
-
-OptionValue read_value(lua_State* L, int index, const std::string& context,
-                       const std::string& key) {
-  switch (lua_type(L, index)) {
-    case LUA_TBOOLEAN:
-      return {static_cast<bool>(lua_toboolean(L, index))};
-    case LUA_TNUMBER:
-      if (lua_isinteger(L, index)) return {static_cast<int64_t>(lua_tointeger(L, index))};
-      return {static_cast<double>(lua_tonumber(L, index))};
-    case LUA_TSTRING: {
-      size_t size = 0;
-      const char* text = lua_tolstring(L, index, &size);
-      return {std::string(text, size)};
+  Options table(int index, const std::string& context) {
+    index = lua_absindex(L_, index);
+    if (lua_type(L_, index) != LUA_TTABLE) {
+      throw UserError(context + " expects an options table, got " + luaL_typename(L_, index));
     }
-    case LUA_TTABLE:
-      if (is_list(L, index)) return {read_list(L, index, context, key)};  // {} is an empty list
-      if (lua_rawlen(L, index) > 0) {
-        throw UserError(context + ": option '" + key + "' mixes list entries and named entries");
-      }
-      return {std::make_shared<Options>(read_options(L, index, context + "." + key))};
-    case LUA_TUSERDATA:
-      return {read_object(L, index, context, key)};
-    default:
-      throw UserError(context + ": option '" + key + "' cannot be a " + luaL_typename(L, index));
+    if (!lua_checkstack(L_, 8)) throw UserError(context + ": out of Lua stack space");
+    open_.push_back(lua_topointer(L_, index));
+    Options options = entries(index, context);
+    open_.pop_back();
+    return options;
   }
-}
+
+ private:
+  Options entries(int index, const std::string& context) {
+    Options options(context);
+    lua_pushnil(L_);
+    while (lua_next(L_, index)) {
+      if (lua_type(L_, -2) != LUA_TSTRING) {
+        const std::string shown =
+            lua_type(L_, -2) == LUA_TNUMBER ? "positional entries" : "non-string keys";
+        lua_pop(L_, 2);
+        throw UserError(context + ": the options table has " + shown + "; use name = value");
+      }
+      size_t size = 0;
+      const char* text = lua_tolstring(L_, -2, &size);
+      const std::string key(text, size);
+      options.set(key, value(lua_gettop(L_), context, key));
+      lua_pop(L_, 1);
+    }
+    return options;
+  }
+
+  // Before reading the nested table at `index` (option `key`): refuses a cycle and too deep a
+  // nesting, and makes room on the Lua stack for the level.
+  void enter(int index, const std::string& context, const std::string& key) {
+    const void* table = lua_topointer(L_, index);
+    for (const void* open : open_) {
+      if (open == table) {
+        throw UserError(context + ": option '" + key +
+                        "' contains itself (a table that holds itself cannot be read as options)");
+      }
+    }
+    if (static_cast<int>(open_.size()) >= kMaxOptionDepth) {
+      throw UserError(context + ": option '" + key + "' nests tables more than " +
+                      std::to_string(kMaxOptionDepth) + " deep");
+    }
+    if (!lua_checkstack(L_, 8)) throw UserError(context + ": out of Lua stack space");
+    open_.push_back(table);
+  }
+
+  // A table is a list when its keys are exactly 1..n.
+  bool is_list(int index) {
+    const lua_Unsigned length = lua_rawlen(L_, index);
+    lua_Unsigned keys = 0;
+    lua_pushnil(L_);
+    while (lua_next(L_, index)) {
+      lua_pop(L_, 1);
+      ++keys;
+    }
+    return keys == length;
+  }
+
+  std::shared_ptr<OptionList> list(int index, const std::string& context, const std::string& key) {
+    auto items = std::make_shared<OptionList>();
+    const lua_Integer length = static_cast<lua_Integer>(lua_rawlen(L_, index));
+    for (lua_Integer i = 1; i <= length; ++i) {
+      lua_rawgeti(L_, index, i);
+      items->push_back(value(lua_gettop(L_), context, key + "[" + std::to_string(i) + "]"));
+      lua_pop(L_, 1);
+    }
+    return items;
+  }
+
+  OptionValue nested(int index, const std::string& context, const std::string& key) {
+    enter(index, context, key);
+    OptionValue result;
+    if (is_list(index)) {
+      result = {list(index, context, key)};  // {} is an empty list
+    } else if (lua_rawlen(L_, index) > 0) {
+      throw UserError(context + ": option '" + key + "' mixes list entries and named entries");
+    } else {
+      result = {std::make_shared<Options>(entries(index, context + "." + key))};
+    }
+    open_.pop_back();
+    return result;
+  }
+
+  std::any object(int index, const std::string& context, const std::string& key) {
+    if (auto* task = test_object<TaskRef>(L_, index)) return *task;
+    if (auto* model = test_object<ModelRef>(L_, index)) return *model;
+    if (auto* optimizer = test_object<OptimizerRef>(L_, index)) return *optimizer;
+    if (auto* tensor = test_object<torch::Tensor>(L_, index)) return *tensor;
+    throw UserError(context + ": option '" + key + "' cannot be a " + luaL_typename(L_, index));
+  }
+
+  OptionValue value(int index, const std::string& context, const std::string& key) {
+    switch (lua_type(L_, index)) {
+      case LUA_TBOOLEAN:
+        return {static_cast<bool>(lua_toboolean(L_, index))};
+      case LUA_TNUMBER:
+        if (lua_isinteger(L_, index)) return {static_cast<int64_t>(lua_tointeger(L_, index))};
+        return {static_cast<double>(lua_tonumber(L_, index))};
+      case LUA_TSTRING: {
+        size_t size = 0;
+        const char* text = lua_tolstring(L_, index, &size);
+        return {std::string(text, size)};
+      }
+      case LUA_TTABLE:
+        return nested(index, context, key);
+      case LUA_TUSERDATA:
+        return {object(index, context, key)};
+      default:
+        throw UserError(context + ": option '" + key + "' cannot be a " + luaL_typename(L_, index));
+    }
+  }
+
+  lua_State* L_;
+  std::vector<const void*> open_;  // the tables being read, outermost first
+};
 
 }  // namespace
 
 Options read_options(lua_State* L, int index, const std::string& context) {
-  index = lua_absindex(L, index);
-  if (lua_type(L, index) != LUA_TTABLE) {
-    throw UserError(context + " expects an options table, got " + luaL_typename(L, index));
-  }
-  Options options(context);
-  lua_pushnil(L);
-  while (lua_next(L, index)) {
-    if (lua_type(L, -2) != LUA_TSTRING) {
-      const std::string shown =
-          lua_type(L, -2) == LUA_TNUMBER ? "positional entries" : "non-string keys";
-      lua_pop(L, 2);
-      throw UserError(context + ": the options table has " + shown + "; use name = value");
-    }
-    const std::string key = lua_tostring(L, -2);
-    options.set(key, read_value(L, lua_gettop(L), context, key));
-    lua_pop(L, 1);
-  }
-  return options;
+  return OptionReader(L).table(index, context);
 }
 
 Options read_optional_options(lua_State* L, int index, const std::string& context) {

@@ -23,11 +23,16 @@ void push_element(lua_State* L, const torch::Tensor& scalar) {
   }
 }
 
+// ms.tensor and :tolist() nest one table per dimension; deeper than this is a mistake (or a
+// table that contains itself), and each level takes Lua stack slots.
+constexpr int64_t kMaxTableDims = 16;
+
 void push_list(lua_State* L, const torch::Tensor& tensor) {
   if (tensor.dim() == 0) {
     push_element(L, tensor);
     return;
   }
+  if (!lua_checkstack(L, 4)) throw UserError("tolist: out of Lua stack space");
   lua_createtable(L, static_cast<int>(tensor.size(0)), 0);
   for (int64_t i = 0; i < tensor.size(0); ++i) {
     push_list(L, tensor[i]);
@@ -36,7 +41,13 @@ void push_list(lua_State* L, const torch::Tensor& tensor) {
 }
 
 int tensor_tolist(lua_State* L) {
-  push_list(L, check_object<torch::Tensor>(L, 1).to(torch::kCPU));
+  const torch::Tensor& tensor = check_object<torch::Tensor>(L, 1);
+  if (tensor.dim() > kMaxTableDims) {
+    throw UserError("tolist: a tensor of " + std::to_string(tensor.dim()) +
+                    " dimensions is too deep for nested tables (at most " +
+                    std::to_string(kMaxTableDims) + ")");
+  }
+  push_list(L, tensor.to(torch::kCPU));
   return 1;
 }
 
@@ -60,6 +71,23 @@ int tensor_shape(lua_State* L) {
   return 1;
 }
 
+std::string shape_text(const torch::Tensor& tensor) {
+  std::string text = "[";
+  for (int64_t d = 0; d < tensor.dim(); ++d)
+    text += (d ? ", " : "") + std::to_string(tensor.size(d));
+  return text + "]";
+}
+
+// NumPy's rule: aligned from the last dimension, sizes equal or one of them 1.
+bool broadcastable(const torch::Tensor& a, const torch::Tensor& b) {
+  for (int64_t i = 1; i <= std::min(a.dim(), b.dim()); ++i) {
+    const int64_t x = a.size(-i);
+    const int64_t y = b.size(-i);
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
 int tensor_sum(lua_State* L) {
   const torch::Tensor& tensor = check_object<torch::Tensor>(L, 1);
   push_object<torch::Tensor>(L, tensor.sum());
@@ -70,6 +98,12 @@ int tensor_sum(lua_State* L) {
 int tensor_eq(lua_State* L) {
   const torch::Tensor& tensor = check_object<torch::Tensor>(L, 1);
   if (const torch::Tensor* other = test_object<torch::Tensor>(L, 2)) {
+    if (!broadcastable(tensor, *other)) {
+      argument_error(L, 2,
+                     "a tensor of shape " + shape_text(*other) +
+                         " cannot be compared with one of " + shape_text(tensor) +
+                         " (the shapes must match or broadcast)");
+    }
     push_object<torch::Tensor>(L, tensor.eq(*other));
   } else if (lua_isinteger(L, 2)) {
     push_object<torch::Tensor>(L, tensor.eq(static_cast<int64_t>(lua_tointeger(L, 2))));
@@ -120,6 +154,11 @@ struct NestedValues {
 };
 
 void read_nested(lua_State* L, int index, size_t depth, NestedValues& out) {
+  if (static_cast<int64_t>(depth) >= kMaxTableDims) {
+    throw UserError("ms.tensor: tables nested more than " + std::to_string(kMaxTableDims) +
+                    " deep (or a table that contains itself)");
+  }
+  if (!lua_checkstack(L, 4)) throw UserError("ms.tensor: out of Lua stack space");
   const int64_t length = static_cast<int64_t>(lua_rawlen(L, index));
   if (depth == out.shape.size()) {
     out.shape.push_back(length);

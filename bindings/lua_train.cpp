@@ -11,6 +11,7 @@
 #include "bindings/session.h"
 #include "bindings/types.h"
 #include "runtime/stop_signal.h"
+#include "runtime/sweep/run_lock.h"
 #include "runtime/train.h"
 #include "runtime/versions.h"
 
@@ -259,6 +260,7 @@ TrainResult run_training(DecoderImpl& model, const Task& task, const OptimizerSp
   try {
     return train(model, task, optimizer, spec, &folder, hooks);
   } catch (const TrainingInterrupted& interrupted) {
+    if (interrupted.signal == 0) throw UserError(interrupted.what());  // --max-seconds
     std::fprintf(stderr, "memscript: %s\n", interrupted.what());
     std::fflush(stderr);
     throw ExitRequest{exit_code_for_signal(interrupted.signal)};
@@ -277,9 +279,38 @@ int push_untrained_result(lua_State* L, const TrainSpec& spec, const char* flag)
 }
 
 // The folder this ms.train call trains in: a new one, or under --resume/--replay the target's.
-RunFolder open_run_folder(const Session& current, const std::string& name) {
-  if (current.settings.target) return RunFolder::open(current.settings.target->folder);
-  return RunFolder::create(current.settings.output_root, name);
+// The run's lock is taken before anything in the folder is touched, and held while it trains:
+// a second process given the same run (a resume, a sweep's shard) is refused, and cannot
+// remove the first one's temporary files.
+struct OpenRun {
+  RunFolder folder;
+  RunLock lock;
+};
+
+OpenRun open_run_folder(const Session& current, const std::string& name) {
+  if (!current.settings.target) {
+    RunFolder folder = RunFolder::create(current.settings.output_root, name);
+    RunLock lock = RunLock::try_acquire(folder.path() / kRunLockFile);
+    if (!lock.locked())
+      throw UserError(folder.path().string() + " is being trained by another process");
+    return {std::move(folder), std::move(lock)};
+  }
+  const fs::path& path = current.settings.target->folder;
+  RunLock lock = RunLock::try_acquire(path / kRunLockFile);
+  if (!lock.locked()) {
+    throw UserError(path.string() + " is being trained by another process (its " + kRunLockFile +
+                    " is held); wait for it to end");
+  }
+  return {RunFolder::open(path), std::move(lock)};
+}
+
+// A run name the script gives must stay inside the output folder once symlinks are resolved.
+void check_run_name_target(Options& options, const Session& current, const std::string& name) {
+  if (current.settings.unsafe || current.settings.target) return;
+  if (!path_inside(current.settings.output_root / name, current.settings.output_root)) {
+    options.fail("out", "= \"" + name + "\" leads out of the output folder " +
+                            current.settings.output_root.string() + " through a symlink");
+  }
 }
 
 bool is_target(const Session& current, const std::string& name) {
@@ -313,8 +344,12 @@ int train_binding(lua_State* L) {
           : std::make_shared<OptimizerSpec>();
   const TrainSpec spec = read_train_spec(options, current.settings.seed);
   const std::string name = checked_run_name(options, current);
+  check_run_name_target(options, current, name);
   options.finish();
   check_model_fits_task(*model, *task);
+  // Everything that can be checked is, before a run folder exists.
+  check_spec_fits_task(*task, spec);
+  check_training_fits_in_memory(*model, spec);
 
   if (current.settings.dry_run) {
     print_train_plan(*model, *task, spec);
@@ -326,7 +361,8 @@ int train_binding(lua_State* L) {
     return push_untrained_result(L, spec, "skipped");
   }
 
-  const RunFolder folder = open_run_folder(current, name);
+  const OpenRun run = open_run_folder(current, name);
+  const RunFolder& folder = run.folder;
   const nlohmann::json config = run_config(current, name, *model, *task, *optimizer, spec);
   const bool resume = current.settings.target && current.settings.target->resume;
   if (resume) {

@@ -1,10 +1,13 @@
 #include "bindings/sandbox.h"
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
 
 #include "bindings/error.h"
+#include "runtime/run_folder.h"
+#include "runtime/stop_signal.h"
 
 namespace memscript::lua {
 
@@ -15,18 +18,6 @@ namespace {
 const char* const kUnsafeHint = " (sandbox; run with --unsafe to allow)";
 
 // --- paths ---------------------------------------------------------------------------------
-
-bool path_inside(const fs::path& path, const fs::path& folder) {
-  std::error_code error;
-  const fs::path target = fs::weakly_canonical(fs::absolute(path, error), error);
-  const fs::path root = fs::weakly_canonical(fs::absolute(folder, error), error);
-  auto t = target.begin();
-  for (auto r = root.begin(); r != root.end(); ++r, ++t) {
-    if (r->empty()) continue;  // a trailing separator
-    if (t == target.end() || *t != *r) return false;
-  }
-  return true;
-}
 
 void check_writable(lua_State* L, const char* function, const std::string& path) {
   const fs::path& root = session(L).settings.output_root;
@@ -131,6 +122,43 @@ int request_exit(lua_State* L) {
   return lua_error(L);
 }
 
+// --- the end of the script: os.exit and --max-seconds end it wherever it is ----------------
+
+bool must_end(lua_State* L) { return session(L).exit_code.has_value() || past_deadline(); }
+
+// Raises what ends the script: the exit request, or the deadline's error.
+int raise_end(lua_State* L) {
+  if (session(L).exit_code) {
+    lua_pushlightuserdata(L, exit_sentinel());
+    return lua_error(L);
+  }
+  char message[128];
+  std::snprintf(message, sizeof message, "%s", deadline_message().c_str());
+  luaL_where(L, 1);
+  lua_pushstring(L, message);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+int after_protected_call(lua_State* L, int, lua_KContext) {
+  if (must_end(L)) return raise_end(L);
+  return lua_gettop(L);
+}
+
+// pcall, xpcall, coroutine.resume and coroutine.close as they are, except that they cannot
+// catch the end of the script. A continuation keeps them yieldable.
+int unstoppable(lua_State* L) {
+  const int arguments = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_callk(L, arguments, LUA_MULTRET, 0, after_protected_call);
+  return after_protected_call(L, LUA_OK, 0);
+}
+
+void check_end(lua_State* L, lua_Debug*) {
+  if (must_end(L)) raise_end(L);
+}
+
 int blocked(lua_State* L) {
   return luaL_error(L, "%s is disabled%s", lua_tostring(L, lua_upvalueindex(1)), kUnsafeHint);
 }
@@ -156,6 +184,15 @@ void sandbox_base(lua_State* L) {
   wrap(L, "loadfile", sandboxed_loadfile);
   lua_pushcfunction(L, sandboxed_dofile);
   lua_setfield(L, -2, "dofile");
+  wrap(L, "pcall", unstoppable);
+  wrap(L, "xpcall", unstoppable);
+  lua_pop(L, 1);
+}
+
+void sandbox_coroutine(lua_State* L) {
+  lua_getglobal(L, "coroutine");
+  wrap(L, "resume", unstoppable);
+  wrap(L, "close", unstoppable);
   lua_pop(L, 1);
 }
 
@@ -274,6 +311,9 @@ void install_sandbox(lua_State* L) {
   sandbox_os(L);
   sandbox_package(L);
   sandbox_string(L);
+  sandbox_coroutine(L);
 }
+
+void install_end_check(lua_State* L) { lua_sethook(L, check_end, LUA_MASKCOUNT, 10000); }
 
 }  // namespace memscript::lua

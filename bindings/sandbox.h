@@ -18,8 +18,13 @@ void install_searcher(lua_State* L, const Session& session);
 
 // Scripts shared by others run with: no os.execute, io.popen, package.loadlib, C modules,
 // binary chunks, debug or string.dump; writes (io.open for writing, io.output, os.remove,
-// os.rename) only inside the output folder; os.exit unwinds cleanly instead of exiting.
+// os.rename) only inside the output folder; os.exit unwinds cleanly instead of exiting, and
+// pcall, xpcall, coroutine.resume and coroutine.close cannot catch it.
 void install_sandbox(lua_State* L);
+
+// Checks every 10000 Lua instructions whether the script must end (os.exit was called, or
+// --max-seconds ran out) and if so raises what ends it. Coroutines inherit the check.
+void install_end_check(lua_State* L);
 
 // Throws unless the sandbox allows writing `path` (always allowed under --unsafe); for bound
 // functions that write files themselves, like m:save.

@@ -25,6 +25,7 @@
 #include "runtime/device.h"
 #include "runtime/memory.h"
 #include "runtime/options.h"
+#include "runtime/stop_signal.h"
 #include "runtime/sweep/shard.h"
 #include "runtime/tensor_cache.h"
 #include "runtime/versions.h"
@@ -44,7 +45,8 @@ class UsageError : public std::runtime_error {
 
 // The options that take a value in the next argument, for finding where the script starts.
 const std::set<std::string> kOptionsWithValue = {
-    "-e", "--device", "--threads", "--out", "--seed", "--set", "--shard", "--resume", "--replay"};
+    "-e",      "--device", "--threads", "--out",         "--seed",      "--set",
+    "--shard", "--resume", "--replay",  "--max-seconds", "--max-memory"};
 
 // argv[1 .. first) are memscript's options, argv[first] the script, the rest its arguments.
 int find_script_index(int argc, char** argv) {
@@ -79,18 +81,46 @@ cxxopts::Options make_options() {
               cxxopts::value<std::string>(), "RUN_DIR")(
       "replay", "re-run RUN_DIR's script into RUN_DIR/replay and compare the numbers",
       cxxopts::value<std::string>(), "RUN_DIR")("quiet", "no progress lines")(
-      "unsafe", "run without the sandbox (full io, os, debug, C modules)");
+      "unsafe", "run without the sandbox (full io, os, debug, C modules)")(
+      "max-seconds",
+      "end the script with an error after this many seconds (training first "
+      "writes its checkpoint, so the run can be resumed)",
+      cxxopts::value<std::string>(),
+      "S")("max-memory",
+           "end the script with an error when it needs more memory than this "
+           "(bytes, or with K, M, G, T: 4G)",
+           cxxopts::value<std::string>(), "SIZE");
   return options;
 }
 
-int parse_positive(const std::string& option, const std::string& text) {
+int parse_threads(const std::string& text) {
   char* end = nullptr;
   errno = 0;
   const long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno || value < 1 || value > 4096) {
-    throw UsageError("--" + option + " expects a whole number >= 1, got '" + text + "'");
+  if (text.empty() || *end != '\0' || errno || value < 1 || value > memscript::kMaxThreads) {
+    throw UsageError("--threads expects a whole number between 1 and " +
+                     std::to_string(memscript::kMaxThreads) + ", got '" + text + "'");
   }
   return static_cast<int>(value);
+}
+
+double parse_seconds(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno || !(value > 0) || value > 1e9) {
+    throw UsageError("--max-seconds expects a number of seconds > 0, got '" + text + "'");
+  }
+  return value;
+}
+
+uint64_t parse_memory(const std::string& text) {
+  const uint64_t bytes = memscript::parse_bytes(text);
+  if (bytes < (64u << 20)) {
+    throw UsageError("--max-memory expects a size of at least 64M, like 512M or 4G, got '" + text +
+                     "'");
+  }
+  return bytes;
 }
 
 uint64_t parse_seed(const std::string& text) {
@@ -219,8 +249,17 @@ int run(int argc, char** argv) {
       throw UsageError(error.what());
     }
   }
+  if (parsed.count("max-seconds"))
+    memscript::set_deadline(parse_seconds(parsed["max-seconds"].as<std::string>()));
+  if (parsed.count("max-memory")) {
+    try {
+      memscript::limit_memory(parse_memory(parsed["max-memory"].as<std::string>()));
+    } catch (const UserError& error) {
+      throw UsageError(error.what());
+    }
+  }
   if (parsed.count("threads")) {
-    settings.threads = parse_positive("threads", parsed["threads"].as<std::string>());
+    settings.threads = parse_threads(parsed["threads"].as<std::string>());
     memscript::set_threads(settings.threads);
   }
   try {

@@ -1,6 +1,8 @@
 #include "runtime/evaluate.h"
 
 #include "runtime/batch.h"
+#include "runtime/memory.h"
+#include "runtime/stop_signal.h"
 
 namespace memscript {
 
@@ -29,6 +31,7 @@ LengthScores evaluate_length(DecoderImpl& model, const Task& task, const EvalSpe
                              int64_t length) {
   ScoreAccumulator accumulator(task.num_classes(), length);
   for (int64_t index = 0; index < spec.batches; ++index) {
+    if (past_deadline()) throw UserError(deadline_message() + " (while evaluating)");
     const HostBatch host = sample_host_batch(task, spec.batch, {length, length},
                                              eval_batch_seed(spec.seed, length, index));
     const TensorBatch batch = to_tensors(host, model.device());
@@ -45,7 +48,13 @@ LengthScores evaluate_length(DecoderImpl& model, const Task& task, const EvalSpe
 }  // namespace
 
 std::vector<LengthScores> evaluate(DecoderImpl& model, const Task& task, const EvalSpec& spec) {
-  for (int64_t length : spec.lengths) task.check_length(length);
+  for (int64_t length : spec.lengths) {
+    task.check_length(length);
+    check_fits_in_memory(4.0 * static_cast<double>(model.num_parameters()) +
+                             model.min_step_bytes(spec.batch, length, false),
+                         "ms.evaluate: a batch of batch = " + std::to_string(spec.batch) +
+                             " at length " + std::to_string(length));
+  }
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();

@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 
 namespace memscript {
 
@@ -14,7 +16,25 @@ struct sigaction previous_terminate;
 
 void record(int signal) { received_signal.store(signal); }
 
+using Clock = std::chrono::steady_clock;
+Clock::time_point deadline = Clock::time_point::max();
+double deadline_limit = 0;
+
 }  // namespace
+
+void set_deadline(double seconds) {
+  deadline_limit = seconds;
+  deadline = Clock::now() +
+             std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+bool past_deadline() { return Clock::now() >= deadline; }
+
+std::string deadline_message() {
+  char text[96];
+  std::snprintf(text, sizeof text, "the script ran past --max-seconds %g", deadline_limit);
+  return text;
+}
 
 StopSignals::StopSignals() {
   received_signal.store(0);

@@ -5,6 +5,8 @@
 // signal gets the default action (the process ends at once). Outside training the default
 // actions apply, so Ctrl-C stops a script at any time.
 
+#include <string>
+
 namespace memscript {
 
 class StopSignals {
@@ -17,6 +19,14 @@ class StopSignals {
   // The signal received since construction, or 0.
   static int received();
 };
+
+// --max-seconds: a deadline for the whole process, counted from this call. The training loop
+// checks it after every step (and stops as on SIGTERM: checkpoint first, so the run can be
+// resumed), evaluation between batches, the interpreter every few thousand Lua instructions.
+void set_deadline(double seconds);
+bool past_deadline();
+// "the script ran past --max-seconds 60", for errors.
+std::string deadline_message();
 
 // The exit status of a process stopped by `signal`, as shells report it: 128 + signal.
 int exit_code_for_signal(int signal);

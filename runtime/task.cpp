@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "runtime/memory.h"
 #include "runtime/tasks/cycle_navigation.h"
 #include "runtime/tasks/dyck.h"
 #include "runtime/tasks/even_pairs.h"
@@ -100,6 +101,10 @@ HostBatch sample_host_batch(const Task& task, int64_t batch, LengthRange lengths
   Rng length_rng(mix_seed(seed, 0x4c454e47 /* "LENG" */));
   const int64_t length = length_rng.between(lengths.min, lengths.max);
   task.check_length(length);
+  // inputs, targets and mask here, and once more as tensors
+  check_fits_in_memory(2.0 * 17.0 * static_cast<double>(batch) * static_cast<double>(length),
+                       task.name() + ": a batch of " + std::to_string(batch) +
+                           " sequences of length " + std::to_string(length));
 
   HostBatch out;
   out.batch = batch;

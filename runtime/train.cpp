@@ -6,6 +6,7 @@
 
 #include "runtime/batch.h"
 #include "runtime/checkpoint.h"
+#include "runtime/memory.h"
 #include "runtime/progress.h"
 #include "runtime/stop_signal.h"
 
@@ -69,9 +70,7 @@ class Trainer {
         positions_(folder, "eval_positions.csv", kPositionsHeader) {}
 
   TrainResult run() {
-    for (int64_t length : spec_.eval.lengths) task_.check_length(length);
-    task_.check_length(spec_.length.min);
-    task_.check_length(spec_.length.max);
+    check_spec_fits_task(task_, spec_);
     write_status("running");
     try {
       TrainResult result = loop();
@@ -119,11 +118,14 @@ class Trainer {
       }
       const bool final = last || stop;
       const int signal = StopSignals::received();
+      const bool out_of_time = past_deadline();
       result.steps = step;
       result.stopped_early = stop && !last;
-      if (final || signal || step % spec_.effective_checkpoint_every() == 0) checkpoint(step);
+      if (final || signal || out_of_time || step % spec_.effective_checkpoint_every() == 0)
+        checkpoint(step);
       if (final) break;
       if (signal) interrupted(signal, step);
+      if (out_of_time) interrupted(0, step);
     }
     if (first > spec_.steps && !spec_.eval.lengths.empty()) {
       // Resumed after the final checkpoint: nothing left to train, only the scores to give.
@@ -180,12 +182,14 @@ class Trainer {
     throw UserError(message);
   }
 
+  // signal 0: the --max-seconds deadline.
   [[noreturn]] void interrupted(int signal, int64_t step) {
     throw TrainingInterrupted(
-        signal, std::string("interrupted by ") + signal_name(signal) + " after step " +
-                    std::to_string(step) + "; checkpoint and metrics written" +
-                    (folder_ ? "; continue with: memscript --resume " + folder_->path().string()
-                             : std::string()));
+        signal,
+        (signal ? std::string("interrupted by ") + signal_name(signal) : deadline_message()) +
+            " after step " + std::to_string(step) + "; checkpoint and metrics written" +
+            (folder_ ? "; continue with: memscript --resume " + folder_->path().string()
+                     : std::string()));
   }
 
   double elapsed() const {
@@ -354,6 +358,34 @@ TrainSpec read_train_spec(Options& options, uint64_t default_seed) {
   spec.eval_every = eval.integer("every", 0, {.min = 0});
   eval.finish();
   return spec;
+}
+
+void check_spec_fits_task(const Task& task, const TrainSpec& spec) {
+  for (int64_t length : spec.eval.lengths) task.check_length(length);
+  for (int64_t length = spec.length.min; length <= spec.length.max; ++length) {
+    try {
+      task.check_length(length);
+    } catch (const UserError& error) {
+      if (spec.length.min == spec.length.max) throw;
+      throw UserError(std::string(error.what()) +
+                      " (length = { min = " + std::to_string(spec.length.min) +
+                      ", max = " + std::to_string(spec.length.max) + " } may draw it)");
+    }
+  }
+}
+
+void check_training_fits_in_memory(const DecoderImpl& model, const TrainSpec& spec) {
+  const double parameters = 4.0 * 4.0 * static_cast<double>(model.num_parameters());
+  check_fits_in_memory(parameters + model.min_step_bytes(spec.batch, spec.length.max, true),
+                       "ms.train: a step of batch = " + std::to_string(spec.batch) +
+                           " at length = " + std::to_string(spec.length.max) +
+                           " (with the parameters, their gradients and Adam's moments)");
+  for (int64_t length : spec.eval.lengths) {
+    check_fits_in_memory(
+        parameters + model.min_step_bytes(spec.eval.batch, length, false),
+        "ms.train: an evaluation batch of eval.batch = " + std::to_string(spec.eval.batch) +
+            " at eval length " + std::to_string(length));
+  }
 }
 
 TrainResult train(DecoderImpl& model, const Task& task, const OptimizerSpec& optimizer,

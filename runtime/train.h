@@ -45,6 +45,15 @@ struct TrainSpec {
 // stop_accuracy, on_step_every and eval = {...}.
 TrainSpec read_train_spec(Options& options, uint64_t default_seed);
 
+// Throws UserError when the task cannot make a sequence of some length the spec may draw
+// (every length of the training range, every evaluation length): checked before a run
+// folder exists, so a run that cannot train leaves nothing behind.
+void check_spec_fits_task(const Task& task, const TrainSpec& spec);
+
+// Throws UserError, naming batch and length, when one training or evaluation step cannot fit
+// in memory (memory_budget()), before anything is allocated.
+void check_training_fits_in_memory(const DecoderImpl& model, const TrainSpec& spec);
+
 // One line of metrics.jsonl: deterministic values only (wall-clock goes to timing.jsonl).
 struct StepRecord {
   int64_t step;
@@ -71,7 +80,8 @@ struct TrainResult {
   double beyond_accuracy = 0;        // mean_accuracy_beyond(scores, length.max)
 };
 
-// Training stopped by SIGINT/SIGTERM after its checkpoint was written.
+// Training stopped by SIGINT/SIGTERM (signal 0: the --max-seconds deadline) after its
+// checkpoint was written.
 class TrainingInterrupted : public std::runtime_error {
  public:
   TrainingInterrupted(int signal, const std::string& message)

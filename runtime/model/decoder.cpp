@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "runtime/memory.h"
 #include "runtime/model/fused/cross_entropy.h"
 #include "runtime/model/fused/embedding.h"
 #include "runtime/model/fused/layer_norm.h"
@@ -49,11 +50,15 @@ struct LayerPlan {
 };
 
 // `layers = n` with `mixer = ...`, or `layers = { { mixer = "mamba", d_state = 8 }, ... }`.
+// Far beyond any model that trains; the bound keeps a typo like 1e9 from allocating a plan
+// before the memory check can name it.
+constexpr int64_t kMaxLayers = 100000;
+
 std::vector<LayerPlan> plan_layers(Options& options) {
   const OptionValue* layers = options.raw("layers");
   const auto* list = layers ? std::get_if<std::shared_ptr<OptionList>>(&layers->value) : nullptr;
   if (!list) {
-    const int64_t count = options.integer("layers", 2, {.min = 1});
+    const int64_t count = options.integer("layers", 2, {.min = 1, .max = kMaxLayers});
     const std::vector<std::string> names = read_mixer_names(options);
     std::vector<LayerPlan> plan;
     for (int64_t i = 0; i < count; ++i)
@@ -138,6 +143,42 @@ MixerOutput BlockImpl::forward(const torch::Tensor& x, const MixerState& state) 
   return mixed;
 }
 
+// Refuses a model whose parameters cannot fit before any is allocated. The count is a lower
+// bound (embedding, head, each block's MLP and one d_model x d_model projection), so no model
+// that fits is refused; the option named is the one that makes it large.
+void DecoderImpl::check_parameters_fit(Options& options, int64_t layers) const {
+  const double d = static_cast<double>(d_model_);
+  const double embedding = static_cast<double>(vocab_) * d;
+  const double head = static_cast<double>(classes_) * d;
+  const double block = (2.0 * static_cast<double>(mlp_ratio_) + 1.0) * d * d;
+  const double bytes = 4.0 * (embedding + head + static_cast<double>(layers) * block);
+  try {
+    check_fits_in_memory(bytes, "the model's parameters");
+  } catch (const UserError& error) {
+    std::string key = "layers";
+    int64_t value = layers;
+    if (embedding >= head && embedding >= static_cast<double>(layers) * block) {
+      key = vocab_ > d_model_ ? "vocab" : "d_model";
+      value = vocab_ > d_model_ ? vocab_ : d_model_;
+    } else if (head >= static_cast<double>(layers) * block) {
+      key = classes_ > d_model_ ? "classes" : "d_model";
+      value = classes_ > d_model_ ? classes_ : d_model_;
+    } else if (layers <= d_model_) {
+      key = static_cast<double>(mlp_ratio_) > d ? "mlp_ratio" : "d_model";
+      value = static_cast<double>(mlp_ratio_) > d ? mlp_ratio_ : d_model_;
+    }
+    options.fail(key, "= " + std::to_string(value) + ": " + error.what());
+  }
+}
+
+double DecoderImpl::min_step_bytes(int64_t batch, int64_t length, bool training) const {
+  const double positions = static_cast<double>(batch) * static_cast<double>(length);
+  const double stream = positions * static_cast<double>(d_model_) * 4.0;
+  const double logits = positions * static_cast<double>(classes_) * 4.0;
+  const double kept = training ? static_cast<double>(num_layers()) + 1.0 : 2.0;
+  return stream * kept + logits * (training ? 2.0 : 1.0);
+}
+
 DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_seed) {
   const int64_t task_vocab = task ? task->vocab_size() : 0;
   const int64_t task_classes = task ? task->num_classes() : 0;
@@ -170,6 +211,7 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
   seed_ = static_cast<uint64_t>(
       options.integer("seed", static_cast<int64_t>(default_seed), {.min = 0}));
   const std::vector<LayerPlan> plan = plan_layers(options);
+  check_parameters_fit(options, static_cast<int64_t>(plan.size()));
 
   // Parameters are drawn from torch's generator: seed it so a model is the same on every run.
   torch::manual_seed(seed_);
@@ -216,6 +258,66 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
   }
   out.logits = fused::linear(head_, layer_norm(final_norm_, x));
   return out;
+}
+
+namespace {
+
+std::string show_sizes(const torch::Tensor& tensor) {
+  if (!tensor.defined()) return "no tensor";
+  std::string text = "[";
+  for (int64_t d = 0; d < tensor.dim(); ++d)
+    text += (d ? ", " : "") + std::to_string(tensor.size(d));
+  return text + "] " + c10::toString(tensor.scalar_type());
+}
+
+std::string show_sizes(const std::vector<int64_t>& sizes, const torch::Tensor& like) {
+  std::string text = "[";
+  for (size_t d = 0; d < sizes.size(); ++d) text += (d ? ", " : "") + std::to_string(sizes[d]);
+  return text + "] " + c10::toString(like.scalar_type());
+}
+
+}  // namespace
+
+void DecoderImpl::check_state(const DecoderState& state, int64_t batch) {
+  if (state.layers.empty()) return;
+  if (state.layers.size() != blocks_->size()) {
+    throw UserError("forward: the state has " + std::to_string(state.layers.size()) +
+                    " layers, the model " + std::to_string(blocks_->size()));
+  }
+  // What a fresh state looks like after one token and after two: sizes that grow with the
+  // position (an attention cache) grow linearly, the others stay.
+  torch::NoGradGuard no_grad;
+  const torch::Tensor tokens =
+      torch::zeros({batch, 2}, torch::TensorOptions(torch::kInt64).device(device()));
+  const DecoderOutput one = forward(tokens.narrow(1, 0, 1), DecoderState{});
+  const DecoderOutput two = forward(tokens.narrow(1, 1, 1), one.state);
+  for (size_t i = 0; i < blocks_->size(); ++i) {
+    const MixerState& given = state.layers[i];
+    const std::vector<torch::Tensor>& first = one.state.layers[i].tensors;
+    const std::vector<torch::Tensor>& second = two.state.layers[i].tensors;
+    const std::string layer = "forward: the state does not fit this model and batch " +
+                              std::to_string(batch) +
+                              " (from another model or batch size?): layer " +
+                              std::to_string(i + 1) + " (" + mixer_names_[i] + ")";
+    if (given.empty()) continue;  // this layer starts afresh
+    if (given.tensors.size() != first.size() || given.position < 0) {
+      throw UserError(layer + " keeps " + std::to_string(first.size()) + " tensors, the state " +
+                      std::to_string(given.tensors.size()));
+    }
+    for (size_t j = 0; j < first.size(); ++j) {
+      const torch::Tensor& tensor = given.tensors[j];
+      std::vector<int64_t> expected(first[j].sizes().begin(), first[j].sizes().end());
+      for (size_t d = 0; d < expected.size(); ++d)
+        expected[d] +=
+            (second[j].size(static_cast<int64_t>(d)) - expected[d]) * (given.position - 1);
+      const bool fits = tensor.defined() && tensor.scalar_type() == first[j].scalar_type() &&
+                        tensor.device() == first[j].device() && tensor.sizes().vec() == expected;
+      if (!fits) {
+        throw UserError(layer + " expects " + show_sizes(expected, first[j]) + " as state tensor " +
+                        std::to_string(j + 1) + ", got " + show_sizes(tensor));
+      }
+    }
+  }
 }
 
 int64_t count_parameters(const torch::nn::Module& module) {

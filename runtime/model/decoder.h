@@ -59,17 +59,27 @@ class DecoderImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& tokens);
   // The same, continuing from `state` (what the previous chunk returned, or {}).
   DecoderOutput forward(const torch::Tensor& tokens, const DecoderState& state);
+  // Throws UserError unless `state` is one this model leaves for `batch` sequences (the kernels
+  // trust a state's sizes): a state from another model, batch size or dtype is refused.
+  void check_state(const DecoderState& state, int64_t batch);
 
   int64_t vocab_size() const { return vocab_; }
   // Where the parameters live (inputs must be moved there).
   torch::Device device() const { return embedding_->weight.device(); }
   int64_t num_classes() const { return classes_; }
   int64_t num_parameters() const;
+  int64_t d_model() const { return d_model_; }
+  int64_t num_layers() const { return static_cast<int64_t>(mixer_names_.size()); }
+  // A lower bound on the memory one forward (and, when training, backward) of `batch`
+  // sequences of `length` takes: the residual stream kept for every block and the logits.
+  double min_step_bytes(int64_t batch, int64_t length, bool training) const;
   std::vector<ModelPart> describe() const;
   nlohmann::json config() const;
   std::string summary() const;  // one line: mixers, sizes and parameter count
 
  private:
+  void check_parameters_fit(Options& options, int64_t layers) const;
+
   int64_t vocab_;
   int64_t classes_;
   int64_t d_model_;

@@ -215,7 +215,7 @@ TEST_CASE("bad model options name the option and list what is valid") {
       {"ms.model.decoder{ mixer = 'lsmt', vocab = 2, classes = 2 }", "did you mean 'lstm'?"},
       {"ms.model.decoder{ mixer = 'nope', vocab = 2, classes = 2 }", "mixers: "},
       {"ms.model.decoder{ mixer = 'lstm', layers = 0, vocab = 2, classes = 2 }",
-       "'layers' must be >= 1, got 0"},
+       "'layers' must be in [1, 100000], got 0"},
       {"ms.model.decoder{ mixer = 'lstm', d_model = 0, vocab = 2, classes = 2 }",
        "'d_model' must be >= 1, got 0"},
       {"ms.model.decoder{ mixer = 'lstm', heads = -1, vocab = 2, classes = 2 }",

@@ -98,3 +98,24 @@ TEST_CASE("require finds the stdlib and the script's own folder, and records the
   CHECK(interpreter.last_error().empty());
   CHECK(status == 0);
 }
+
+TEST_CASE("pcall and coroutine.close stay yieldable and keep their results under the sandbox") {
+  REQUIRE_LUA_OK(
+      "local co = coroutine.wrap(function() local ok, v = pcall(coroutine.yield, 1) return ok, v "
+      "end)\n"
+      "assert(co() == 1)\n"
+      "local ok, v = co(5) assert(ok == true and v == 5)\n"
+      "assert(select('#', pcall(function() return 1, nil, 3 end)) == 4)\n"
+      "local ok2, err = pcall(error, 'x', 0) assert(not ok2 and err == 'x')\n"
+      "local c = coroutine.create(function() coroutine.yield() end) coroutine.resume(c)\n"
+      "assert(coroutine.close(c) == true)\n");
+}
+
+TEST_CASE("nested coroutine.close calls end in Lua's C-stack error inside the sandbox") {
+  TempDir out;
+  memscript::lua::Interpreter interpreter(test_settings(out));
+  const int status =
+      interpreter.run_file(fs::path(MEMSCRIPT_TEST_SCRIPTS) / "coroutine_close_nesting.lua", {});
+  INFO(interpreter.last_error());
+  CHECK(status == 0);
+}

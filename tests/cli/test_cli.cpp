@@ -45,7 +45,9 @@ TEST_CASE("bad command lines are usage errors: exit 2 and one line") {
   cwd.write("file", "");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--bogus", "ok.lua"}, "bogus"},
-      {{"--threads", "0", "ok.lua"}, "--threads expects a whole number >= 1, got '0'"},
+      {{"--threads", "0", "ok.lua"},
+       "--threads expects a whole number between 1 and 1024, got '0'"},
+      {{"--threads", "100000", "ok.lua"}, "--threads expects a whole number between 1 and 1024"},
       {{"--threads", "abc", "ok.lua"}, "got 'abc'"},
       {{"--seed", "-3", "ok.lua"}, "--seed expects"},
       {{"--device", "tpu", "ok.lua"}, "--device must be auto, cpu or cuda"},
@@ -98,6 +100,14 @@ TEST_CASE("script errors exit 1 with file:line and a traceback") {
   const auto option = run_memscript({kScripts + "/bad_option.lua"}, cwd);
   CHECK(option.exit_code == 1);
   CHECK_THAT(option.err, Contains("bad_option.lua:3: ms.train: unknown option 'stpes' = 10"));
+}
+
+// Lua 5.4.4 (Debian 12's) segfaults here: https://www.lua.org/bugs.html#5.4.4-9.
+TEST_CASE("nested coroutine.close calls end in Lua's C-stack error, not a crash") {
+  TempDir cwd;
+  const auto r = run_memscript({kScripts + "/coroutine_close_nesting.lua"}, cwd);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("coroutine.close nesting: C stack overflow"));
 }
 
 TEST_CASE("-e runs code, alone or before the script") {
