@@ -257,6 +257,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
     out.state.layers.push_back(std::move(block.state));
   }
   out.logits = fused::linear(head_, layer_norm(final_norm_, x));
+  out.state.mixers = mixer_names_;
   return out;
 }
 
@@ -300,6 +301,8 @@ void DecoderImpl::check_state(const DecoderState& state, int64_t batch) {
                               " (from another model or batch size?): layer " +
                               std::to_string(i + 1) + " (" + mixer_names_[i] + ")";
     if (given.empty()) continue;  // this layer starts afresh
+    if (i < state.mixers.size() && state.mixers[i] != mixer_names_[i])
+      throw UserError(layer + " was given the state of a " + state.mixers[i] + " layer");
     if (given.tensors.size() != first.size() || given.position < 0) {
       throw UserError(layer + " keeps " + std::to_string(first.size()) + " tensors, the state " +
                       std::to_string(given.tensors.size()));

@@ -41,6 +41,7 @@ struct ModelPart {
 // The state of every layer after a chunk; empty at the start of a sequence.
 struct DecoderState {
   std::vector<MixerState> layers;
+  std::vector<std::string> mixers;  // the mixer of each layer that left it, for check_state
 };
 
 struct DecoderOutput {
