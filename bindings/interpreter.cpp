@@ -72,11 +72,11 @@ int Interpreter::report_failure(int status) {
   }
   const char* message = lua_tostring(L_, -1);
   last_error_ = message ? message : "(error object is not a string)";
+  if (status == LUA_ERRMEM) last_error_ += " (more than this machine, or --max-memory, allows)";
   std::fprintf(stderr, "memscript: %s\n", last_error_.c_str());
   std::fflush(stderr);
   lua_pop(L_, 1);
   if (session_.usage_error) return kUsageError;
-  (void)status;
   return kScriptError;
 }
 
