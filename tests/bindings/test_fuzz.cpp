@@ -59,6 +59,11 @@ const char* const kKeys[] = {
     "min",
     "max",
     "n",
+    "name",
+    "grid",
+    "run",
+    "seeds",
+    "order",
     "head_dim",
     "d_state",
     "expand",
@@ -114,9 +119,11 @@ const char* const kStrings[] = {
     "'fused'",  "'reference'", "'learned'",   "('x'):rep(10000)", "'x.svg'",
 };
 
-const char* const kMethods[] = {"tolist",   "item",   "shape",    "sum",  "eq",
-                                "numel",    "dtype",  "backward", "to",   "save",
-                                "describe", "config", "sample",   "show", "forward"};
+const char* const kMethods[] = {
+    "tolist",     "item",           "shape",      "sum",        "eq",       "numel",
+    "dtype",      "backward",       "to",         "save",       "describe", "config",
+    "sample",     "show",           "forward",    "loss",       "train",    "eval",
+    "parameters", "num_parameters", "vocab_size", "num_classes"};
 
 // Objects a script holds; each snippet defines them first.
 const char* const kObjects[] = {"t", "m", "o", "x", "b", "s", "print", "ms"};
@@ -204,7 +211,7 @@ class Generator {
   // One call: a constructor, a bound function or a method, with random arguments.
   std::string call(const std::vector<std::string>& tasks, const std::vector<std::string>& mixers,
                    const std::vector<std::string>& optimizers) {
-    switch (below(16)) {
+    switch (below(17)) {
       case 0:
         return cat("ms.task.", tasks[below(tasks.size())], "(", argument(), ")");
       case 1:
@@ -240,6 +247,10 @@ class Generator {
         return cat("ms.plot(", argument(), ")");
       case 14:
         return cat("ms.param(", value(0), ", ", value(0), ")");
+      case 15:
+        return cat("ms.sweep(",
+                   with("name = 'fz', grid = { k = { 1, 2 } }, run = function(p) return p end"),
+                   ")");
       default:
         return cat("ms.model.load(", value(0), ")");
     }
