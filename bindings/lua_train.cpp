@@ -375,6 +375,11 @@ int train_binding(lua_State* L) {
   if (!current.settings.quiet) print_progress("run folder: " + folder.path().string());
   TrainHooks hooks = make_hooks(L, callbacks, current.settings.quiet);
   hooks.resume = resume;
+  current.training = true;
+  struct TrainingFlag {
+    Session& session;
+    ~TrainingFlag() { session.training = false; }
+  } flag{current};
   const TrainResult result = run_training(*model, *task, *optimizer, spec, folder, hooks);
   push_train_result(L, result, folder.path().string());
   return 1;

@@ -124,7 +124,12 @@ int request_exit(lua_State* L) {
 
 // --- the end of the script: os.exit and --max-seconds end it wherever it is ----------------
 
-bool must_end(lua_State* L) { return session(L).exit_code.has_value() || past_deadline(); }
+// While ms.train runs, its loop checks the deadline after each step and stops with a checkpoint;
+// its callbacks are left to finish.
+bool must_end(lua_State* L) {
+  const Session& current = session(L);
+  return current.exit_code.has_value() || (!current.training && past_deadline());
+}
 
 // Raises what ends the script: the exit request, or the deadline's error.
 int raise_end(lua_State* L) {

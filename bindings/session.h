@@ -50,6 +50,7 @@ struct Session {
   long long planned_runs = 0;    // runs of every ms.sweep so far (all shards)
   long long failed_runs = 0;     // runs of this process's sweeps that failed
   bool target_trained = false;   // the ms.train call of settings.target ran
+  bool training = false;         // inside ms.train: its loop, not Lua, stops at --max-seconds
 };
 
 // The session stored in the state's registry by the interpreter.

@@ -28,10 +28,11 @@ uint64_t eval_batch_seed(uint64_t seed, int64_t length, int64_t index) {
 namespace {
 
 LengthScores evaluate_length(DecoderImpl& model, const Task& task, const EvalSpec& spec,
-                             int64_t length) {
+                             int64_t length, bool within_step) {
   ScoreAccumulator accumulator(task.num_classes(), length);
   for (int64_t index = 0; index < spec.batches; ++index) {
-    if (past_deadline()) throw UserError(deadline_message() + " (while evaluating)");
+    if (!within_step && past_deadline())
+      throw UserError(deadline_message() + " (while evaluating)");
     const HostBatch host = sample_host_batch(task, spec.batch, {length, length},
                                              eval_batch_seed(spec.seed, length, index));
     const TensorBatch batch = to_tensors(host, model.device());
@@ -47,7 +48,8 @@ LengthScores evaluate_length(DecoderImpl& model, const Task& task, const EvalSpe
 
 }  // namespace
 
-std::vector<LengthScores> evaluate(DecoderImpl& model, const Task& task, const EvalSpec& spec) {
+std::vector<LengthScores> evaluate(DecoderImpl& model, const Task& task, const EvalSpec& spec,
+                                   bool within_step) {
   for (int64_t length : spec.lengths) {
     task.check_length(length);
     check_fits_in_memory(4.0 * static_cast<double>(model.num_parameters()) +
@@ -59,7 +61,8 @@ std::vector<LengthScores> evaluate(DecoderImpl& model, const Task& task, const E
   const bool was_training = model.is_training();
   model.eval();
   std::vector<LengthScores> results;
-  for (int64_t length : spec.lengths) results.push_back(evaluate_length(model, task, spec, length));
+  for (int64_t length : spec.lengths)
+    results.push_back(evaluate_length(model, task, spec, length, within_step));
   model.train(was_training);
   return results;
 }

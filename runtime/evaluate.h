@@ -30,7 +30,11 @@ EvalSpec read_eval_spec(Options& options);
 // The seed of evaluation batch `index` at `length`: shared by every model and run.
 uint64_t eval_batch_seed(uint64_t seed, int64_t length, int64_t index);
 
-std::vector<LengthScores> evaluate(DecoderImpl& model, const Task& task, const EvalSpec& spec);
+// Between batches, stops with a UserError once --max-seconds has run out, unless `within_step`:
+// the training loop's own evaluations finish, and the loop stops after the step with its
+// checkpoint.
+std::vector<LengthScores> evaluate(DecoderImpl& model, const Task& task, const EvalSpec& spec,
+                                   bool within_step = false);
 
 nlohmann::json scores_json(const LengthScores& scores);
 

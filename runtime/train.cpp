@@ -129,7 +129,7 @@ class Trainer {
     }
     if (first > spec_.steps && !spec_.eval.lengths.empty()) {
       // Resumed after the final checkpoint: nothing left to train, only the scores to give.
-      result.scores = evaluate(model_, task_, spec_.eval);
+      result.scores = evaluate(model_, task_, spec_.eval, true);
     }
     result.beyond_accuracy = mean_accuracy_beyond(result.scores, spec_.length.max);
     return result;
@@ -219,7 +219,7 @@ class Trainer {
   }
 
   std::vector<LengthScores> run_eval(int64_t step) {
-    std::vector<LengthScores> scores = evaluate(model_, task_, spec_.eval);
+    std::vector<LengthScores> scores = evaluate(model_, task_, spec_.eval, true);
     nlohmann::json by_length = nlohmann::json::object();
     std::string summary = "eval @" + std::to_string(step) + ":";
     for (const LengthScores& s : scores) {
