@@ -9,6 +9,7 @@
 
 #include "runtime/options.h"
 #include "runtime/report/run_data.h"
+#include "runtime/report/seed_stats.h"
 #include "runtime/report/svg_chart.h"
 #include "runtime/run_folder.h"
 #include "runtime/sweep/slurm.h"
@@ -126,22 +127,23 @@ std::vector<std::string> group_labels(const SweepData& sweep, const Layout& layo
   return groups;
 }
 
-// --- aggregation: the mean over seeds (runs that share a line and a group) ------------------
+// --- aggregation over seeds (runs that share a line and a group) -----------------------------
 
 using Points = std::vector<std::pair<double, double>>;
 
-Points mean_by_x(const std::vector<Points>& all) {
-  std::map<double, std::pair<double, int>> sums;
+// Per x: the mean over seeds as the line, the 95% interval of the mean as its band.
+Series series_over_seeds(const std::string& label, const std::vector<Points>& all) {
+  std::map<double, std::vector<double>> by_x;
   for (const Points& points : all)
-    for (const auto& [x, y] : points) {
-      if (!std::isfinite(y)) continue;
-      auto& sum = sums[x];
-      sum.first += y;
-      ++sum.second;
-    }
-  Points mean;
-  for (const auto& [x, sum] : sums) mean.emplace_back(x, sum.first / sum.second);
-  return mean;
+    for (const auto& [x, y] : points) by_x[x].push_back(y);
+  Series series{label, {}, {}};
+  for (const auto& [x, values] : by_x) {
+    const SeedStats stats = seed_stats(values);
+    if (stats.n == 0) continue;
+    series.points.emplace_back(x, stats.mean);
+    if (stats.n >= 2) series.band.push_back({x, stats.low, stats.high});
+  }
+  return series;
 }
 
 template <class PointsOf>
@@ -154,7 +156,7 @@ Panel make_panel(const SweepData& sweep, const Layout& layout, const std::string
     for (const RunData& run : sweep.runs)  // a failed run's numbers stop mid-way: left out
       if (run.complete() && group_label(run, layout) == group && line_label(run, layout) == line)
         per_run.push_back(points_of(run));
-    Series series{line, mean_by_x(per_run)};
+    Series series = series_over_seeds(line, per_run);
     if (!series.points.empty()) panel.series.push_back(std::move(series));
   }
   return panel;
@@ -222,6 +224,14 @@ struct Plot {
   std::string file;
   std::string caption;
 };
+
+const std::pair<const char*, double EvalRow::*> kFinalMetrics[] = {{"Accuracy", &EvalRow::accuracy},
+                                                                   {"Recall", &EvalRow::recall}};
+
+const char* const kSeedsCaption =
+    " over seeds: the mean, its 95% interval (Student t over the seeds' values: mean ± "
+    "t(0.975, n − 1) · s / √n), the worst seed and the best of seeds (what papers that report "
+    "one number per cell often give). Plots draw the mean with the interval as a band.";
 
 class ReportWriter {
  public:
@@ -356,10 +366,16 @@ class ReportWriter {
 
   std::string line_name() const { return layout_.line_key.empty() ? "run" : layout_.line_key; }
 
-  std::string seeds_note() const {
+  size_t seed_count() const {
     std::set<std::string> seeds;
     for (const RunData& run : sweep_.runs) seeds.insert(label_of(run, "seed"));
-    return seeds.size() > 1 ? " (mean over " + std::to_string(seeds.size()) + " seeds)" : "";
+    return seeds.size();
+  }
+
+  std::string seeds_note() const {
+    return seed_count() > 1 ? " (mean over " + std::to_string(seed_count()) +
+                                  " seeds, the band its 95% interval)"
+                            : "";
   }
 
   void count_runs() {
@@ -457,6 +473,39 @@ class ReportWriter {
     return rows;
   }
 
+  // One row per (group, line, length): the final metric over the seeds of completed runs.
+  std::vector<std::vector<std::string>> seeds_table(double EvalRow::*field) const {
+    std::vector<std::string> header(layout_.panel_keys.begin(), layout_.panel_keys.end());
+    header.insert(header.end(), {line_name(), "length", "seeds", "mean", "95% interval (t)", "min",
+                                 "best of seeds"});
+    std::vector<std::vector<std::string>> rows = {header};
+    for (const std::string& group : groups_) {
+      for (const std::string& line : lines_) {
+        std::map<int64_t, std::vector<double>> by_length;
+        for (const RunData& run : sweep_.runs) {
+          if (!run.complete() || group_label(run, layout_) != group ||
+              line_label(run, layout_) != line)
+            continue;
+          for (const EvalRow& row : run.final_evals()) by_length[row.length].push_back(row.*field);
+        }
+        for (const auto& [length, values] : by_length) {
+          const SeedStats stats = seed_stats(values);
+          if (stats.n == 0) continue;
+          std::vector<std::string> row;
+          for (const std::string& key : layout_.panel_keys) row.push_back(group_value(group, key));
+          row.insert(row.end(),
+                     {line, std::to_string(length), std::to_string(stats.n), cell(stats.mean),
+                      stats.n < 2 ? "-" : "[" + cell(stats.low) + ", " + cell(stats.high) + "]",
+                      cell(stats.min), cell(stats.max)});
+          rows.push_back(row);
+        }
+      }
+    }
+    return rows;
+  }
+
+  bool several_seeds() const { return seed_count() > 1; }
+
   std::string group_value(const std::string& group, const std::string& key) const {
     for (const RunData& run : sweep_.runs)
       if (group_label(run, layout_) == group) return label_of(run, key);
@@ -546,10 +595,14 @@ class ReportWriter {
     std::string out = "# " + title_ + "\n\n" + status_line() + " Plots and the tables by " +
                       line_name() + " use completed runs only.\n";
     if (!layout_.line_key.empty() || !layout_.panel_keys.empty()) out += seeds_note_line();
-    out += "\n## Accuracy at the last evaluation, by evaluation length\n\n" +
-           markdown_table(metric_table(&EvalRow::accuracy));
-    out += "\n## Recall at the last evaluation, by evaluation length\n\n" +
-           markdown_table(metric_table(&EvalRow::recall));
+    for (const auto& [name, field] : kFinalMetrics) {
+      out += "\n## " + std::string(name) + " at the last evaluation, by evaluation length\n\n" +
+             markdown_table(metric_table(field));
+      if (several_seeds()) {
+        out +=
+            "\n" + std::string(name) + kSeedsCaption + "\n\n" + markdown_table(seeds_table(field));
+      }
+    }
     out += "\n## Runs\n\n" + markdown_table(runs_table());
     out += incomplete_markdown();
     if (!plots_.empty()) {
@@ -560,10 +613,9 @@ class ReportWriter {
   }
 
   std::string seeds_note_line() const {
-    const std::string note = seeds_note();  // " (mean over N seeds)"
-    return note.empty() ? ""
-                        : "Tables by " + line_name() + " show the " +
-                              note.substr(2, note.size() - 3) + ".\n";
+    return seed_count() > 1 ? "Tables by " + line_name() + " show the mean over " +
+                                  std::to_string(seed_count()) + " seeds.\n"
+                            : "";
   }
 
   std::string html() const {
@@ -581,9 +633,14 @@ class ReportWriter {
              escape_xml(plot.caption) + "\"/><figcaption>" + escape_xml(plot.caption) +
              "</figcaption></figure>\n";
     }
-    out +=
-        "<h2>Accuracy at the last evaluation</h2>\n" + html_table(metric_table(&EvalRow::accuracy));
-    out += "<h2>Recall at the last evaluation</h2>\n" + html_table(metric_table(&EvalRow::recall));
+    for (const auto& [name, field] : kFinalMetrics) {
+      out += "<h2>" + std::string(name) + " at the last evaluation</h2>\n" +
+             html_table(metric_table(field));
+      if (several_seeds()) {
+        out += "<p>" + escape_xml(std::string(name) + kSeedsCaption) + "</p>\n" +
+               html_table(seeds_table(field));
+      }
+    }
     out += "<h2>Runs</h2>\n" + html_table(runs_table());
     if (!summary_.incomplete.empty()) {
       out += "<h2>Runs not completed</h2>\n<ul>\n";

@@ -75,8 +75,13 @@ Range y_range_of(const Figure& figure) {
   if (figure.y_range) return {figure.y_range->first, figure.y_range->second};
   Range range;
   for (const Panel& panel : figure.panels)
-    for (const Series& series : panel.series)
+    for (const Series& series : panel.series) {
       for (const auto& point : series.points) range.add(point.second);
+      for (const Band& band : series.band) {
+        range.add(band.low);
+        range.add(band.high);
+      }
+    }
   if (range.empty()) return {0, 1};
   if (range.low > 0 && range.low < 0.5 * range.high) range.low = 0;  // losses: start at zero
   if (range.high == range.low) range.high = range.low + 1;
@@ -136,6 +141,29 @@ void draw_grid_and_ticks(std::string& out, const Axes& axes, const std::vector<d
          "\" fill=\"none\" stroke=\"#333\"/>\n";
 }
 
+// The band as one closed path: along the high ends left to right, back along the low ends,
+// clipped to the plot's y range (a t interval of a few seeds can pass 0 or 1).
+void draw_band(std::string& out, const Figure& figure, const Axes& axes, const Series& series,
+               const std::string& colour) {
+  std::vector<Band> band;
+  for (const Band& b : series.band) {
+    if (!std::isfinite(b.x) || !std::isfinite(b.low) || !std::isfinite(b.high)) continue;
+    if (figure.log_x && b.x <= 0) continue;
+    band.push_back(b);
+  }
+  if (band.size() < 2) return;
+  std::stable_sort(band.begin(), band.end(),
+                   [](const Band& a, const Band& b) { return a.x < b.x; });
+  const auto clip = [&](double v) { return std::clamp(v, axes.y_low, axes.y_high); };
+  out += "<path fill=\"" + colour + "\" fill-opacity=\"0.15\" stroke=\"none\" d=\"";
+  for (size_t i = 0; i < band.size(); ++i)
+    out += (i ? " L" : "M") + coordinate(axes.x(band[i].x)) + "," +
+           coordinate(axes.y(clip(band[i].high)));
+  for (size_t i = band.size(); i-- > 0;)
+    out += " L" + coordinate(axes.x(band[i].x)) + "," + coordinate(axes.y(clip(band[i].low)));
+  out += " Z\"/>\n";
+}
+
 void draw_series(std::string& out, const Figure& figure, const Axes& axes, const Series& series) {
   std::vector<std::pair<double, double>> points;
   for (const auto& point : series.points) {
@@ -149,6 +177,7 @@ void draw_series(std::string& out, const Figure& figure, const Axes& axes, const
   const int index = colour_index(figure, series.label);
   const std::string colour = kColours[index % kColourCount];
   const std::string dash = index >= kColourCount ? " stroke-dasharray=\"5,3\"" : "";
+  draw_band(out, figure, axes, series, colour);
   out += "<polyline fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"1.8\"" + dash +
          " points=\"";
   for (size_t i = 0; i < points.size(); ++i) {
@@ -276,7 +305,12 @@ std::string render_svg(const Figure& figure) {
                    : nice_ticks(x_range.low, x_range.high, 5, figure.integer_x ? 1 : 0);
   Range x_shown = x_range;
   if (!figure.log_x) x_shown = {std::min(x_range.low, x_ticks.front()), x_ticks.back()};
-  std::vector<double> y_ticks = nice_ticks(y_range.low, y_range.high);
+  // The ticks of the widened range can step wider than those it was widened to: keep those
+  // inside it.
+  std::vector<double> y_ticks;
+  const double slack = (y_range.high - y_range.low) * 1e-9;
+  for (double t : nice_ticks(y_range.low, y_range.high))
+    if (t >= y_range.low - slack && t <= y_range.high + slack) y_ticks.push_back(t);
 
   std::string out;
   out += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";

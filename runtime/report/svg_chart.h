@@ -11,9 +11,17 @@
 
 namespace memscript::report {
 
+// A shaded interval around a line at one x (over seeds: the 95% interval of the mean).
+struct Band {
+  double x;
+  double low;
+  double high;
+};
+
 struct Series {
   std::string label;                              // a legend entry; its colour is its place there
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in x order
+  std::vector<Band> band;                         // optional, drawn under the line
 };
 
 struct Panel {

@@ -8,6 +8,7 @@
 #include "runtime/options.h"
 #include "runtime/report/report.h"
 #include "runtime/report/run_data.h"
+#include "runtime/report/seed_stats.h"
 #include "runtime/report/svg_chart.h"
 
 using namespace memscript::report;
@@ -45,8 +46,8 @@ Figure two_panel_figure() {
   figure.y_range = std::make_pair(0.0, 1.0);
   figure.legend = {"lstm", "gpt"};
   figure.panels = {
-      {"train 16", {{"lstm", {{24, 1.0}, {48, 0.9}}}, {"gpt", {{24, 0.8}, {48, 0.5}}}}},
-      {"train 32", {{"lstm", {{48, 1.0}, {96, NAN}}}}}};
+      {"train 16", {{"lstm", {{24, 1.0}, {48, 0.9}}, {}}, {"gpt", {{24, 0.8}, {48, 0.5}}, {}}}},
+      {"train 32", {{"lstm", {{48, 1.0}, {96, NAN}}, {}}}}};
   return figure;
 }
 
@@ -297,4 +298,69 @@ TEST_CASE(
       "{\"sweep\": \"s\", \"runs\": [{\"name\": \"../../etc\"}, 7, {\"name\": \".hidden\"}]}");
   const ReportSummary summary = report_of(root);
   CHECK(summary.runs == 8);  // the run folders found by listing, none of the manifest's names
+}
+
+TEST_CASE("seed statistics: the mean, a Student-t 95% interval, the worst and the best seed") {
+  const SeedStats three = seed_stats({0.8, 0.9, 1.0, std::nan("")});
+  CHECK(three.n == 3);
+  CHECK(three.mean == Approx(0.9));
+  // s = 0.1, t(0.975, 2) = 4.3027: half width 4.3027 * 0.1 / sqrt(3)
+  CHECK(three.high - three.mean == Approx(4.3027 * 0.1 / std::sqrt(3.0)).epsilon(1e-6));
+  CHECK(three.mean - three.low == Approx(three.high - three.mean));
+  CHECK(three.min == 0.8);
+  CHECK(three.max == 1.0);
+  const SeedStats one = seed_stats({0.5});
+  CHECK(one.n == 1);
+  CHECK(one.mean == 0.5);
+  CHECK(std::isnan(one.low));
+  CHECK(std::isnan(one.high));
+  CHECK(seed_stats({}).n == 0);
+  CHECK(std::isnan(seed_stats({}).mean));
+  // The table's values and the expansion beyond it (exact: 2.0395 at 31, 1.9840 at 100).
+  CHECK(student_t_975(1) == Approx(12.7062));
+  CHECK(student_t_975(30) == Approx(2.0423));
+  CHECK(student_t_975(31) == Approx(2.0395).epsilon(1e-4));
+  CHECK(student_t_975(100) == Approx(1.9840).epsilon(1e-4));
+}
+
+TEST_CASE("a report of several seeds gives each cell's interval and best seed, and draws bands") {
+  TempDir root;
+  std::vector<FakeRun> runs = fake_runs();
+  runs[1].base = 0.7;  // qlstm, 16, seed 2: 0.676 at 24 against seed 1's 0.876
+  write_sweep(root, runs);
+  const ReportSummary summary = report_of(root);
+  const std::string md = read_file(summary.folder / "report.md");
+  CHECK_THAT(md, Contains("Accuracy over seeds: the mean, its 95% interval (Student t"));
+  CHECK_THAT(md, Contains("| train_length | mixer | length | seeds | mean | 95% interval (t) | "
+                          "min | best of seeds |"));
+  // mean 0.776, s = 0.1414, t(0.975, 1) = 12.7062: half width 1.2706
+  CHECK_THAT(md,
+             Contains("| 16 | qlstm | 24 | 2 | 0.7760 | [-0.4946, 2.0466] | 0.6760 | 0.8760 |"));
+  CHECK_THAT(md, Contains("| 32 | lru | 48 | 2 | 0.8520 | [0.8520, 0.8520] | 0.8520 | 0.8520 |"));
+  const std::string svg = read_file(summary.folder / "accuracy_vs_length.svg");
+  CHECK_THAT(svg, Contains("fill-opacity=\"0.15\""));
+  CHECK_THAT(read_file(summary.folder / "index.html"), Contains("best of seeds"));
+}
+
+TEST_CASE("a report of one seed draws no band and gives no interval table") {
+  TempDir root;
+  std::vector<FakeRun> runs;
+  for (const FakeRun& run : fake_runs())
+    if (run.seed == 1) runs.push_back(run);
+  write_sweep(root, runs);
+  const ReportSummary summary = report_of(root);
+  CHECK(read_file(summary.folder / "report.md").find("best of seeds") == std::string::npos);
+  CHECK(read_file(summary.folder / "accuracy_vs_length.svg").find("fill-opacity") ==
+        std::string::npos);
+}
+
+TEST_CASE("an SVG chart draws no y tick outside its plot when the range is widened to ticks") {
+  Figure figure;
+  figure.legend = {"a"};
+  // 0.49 .. 0.74 widens to 0.45 .. 0.75, whose own ticks would step 0.1 from 0.4 to 0.8.
+  figure.panels = {{"", {{"a", {{1, 0.49}, {2, 0.74}}, {}}}}};
+  const std::string svg = render_svg(figure);
+  CHECK_THAT(svg, Contains(">0.5</text>") && Contains(">0.7</text>"));
+  CHECK(svg.find(">0.4</text>") == std::string::npos);
+  CHECK(svg.find(">0.8</text>") == std::string::npos);
 }
