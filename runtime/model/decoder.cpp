@@ -126,6 +126,7 @@ BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidde
   const std::vector<int64_t> shape = {context.d_model};
   mixer_norm_ =
       register_module("mixer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions(shape)));
+  if (mlp_hidden == 0) return;
   mlp_norm_ = register_module("mlp_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions(shape)));
   mlp_up_ = register_module("mlp_up", torch::nn::Linear(context.d_model, mlp_hidden));
   mlp_down_ = register_module("mlp_down", torch::nn::Linear(mlp_hidden, context.d_model));
@@ -136,6 +137,10 @@ BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidde
 MixerOutput BlockImpl::forward(const torch::Tensor& x, const MixerState& state) {
   const fused::PreNorm norm{mixer_norm_->weight, mixer_norm_->bias, mixer_norm_->options.eps()};
   MixerOutput mixed = mixer_->forward_normed(x, norm, state);
+  if (!mlp_up_) {
+    mixed.y = x + mixed.y;
+    return mixed;
+  }
   const fused::MlpWeights mlp{mlp_norm_->weight, mlp_norm_->bias, mlp_norm_->options.eps(),
                               mlp_up_->weight,   mlp_up_->bias,   mlp_down_->weight,
                               mlp_down_->bias};
@@ -151,7 +156,8 @@ void DecoderImpl::check_parameters_fit(Options& options, int64_t layers) const {
   const double embedding = static_cast<double>(vocab_) * d;
   const double head = static_cast<double>(classes_) * d;
   const double block = (2.0 * static_cast<double>(mlp_ratio_) + 1.0) * d * d;
-  const double bytes = 4.0 * (embedding + head + static_cast<double>(layers) * block);
+  const double positions = static_cast<double>(max_length_) * d;
+  const double bytes = 4.0 * (embedding + positions + head + static_cast<double>(layers) * block);
   try {
     check_fits_in_memory(bytes, "the model's parameters");
   } catch (const UserError& error) {
@@ -206,8 +212,13 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
     options.fail("heads", "= " + std::to_string(heads_) + " does not divide d_model = " +
                               std::to_string(d_model_) + " (or give head_dim)");
   }
-  mlp_ratio_ = options.integer("mlp_ratio", 4, {.min = 1});
+  mlp_ratio_ = options.integer("mlp_ratio", 4, {.min = 0});
   scale_embedding_ = options.boolean("scale_embedding", false);
+  head_bias_ = options.boolean("head_bias", true);
+  residual_positions_ = options.string("residual_positions", "none", {"none", "learned"});
+  if (residual_positions_ == "learned") {
+    max_length_ = options.integer("max_length", 1024, {.min = 1, .max = 1 << 24});
+  }
   seed_ = static_cast<uint64_t>(
       options.integer("seed", static_cast<int64_t>(default_seed), {.min = 0}));
   const std::vector<LayerPlan> plan = plan_layers(options);
@@ -217,6 +228,10 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
   torch::manual_seed(seed_);
   embedding_ = register_module("embedding", torch::nn::Embedding(vocab_, d_model_));
   init_normal(embedding_->weight);
+  if (max_length_ > 0) {
+    positions_ = register_parameter("positions", torch::empty({max_length_, d_model_}));
+    init_normal(positions_);
+  }
   blocks_ = register_module("blocks", torch::nn::ModuleList());
   const MixerContext context{d_model_, heads_, static_cast<int64_t>(plan.size())};
   for (const LayerPlan& layer : plan) {
@@ -230,7 +245,8 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
   final_norm_ = register_module(
       "final_norm",
       torch::nn::LayerNorm(torch::nn::LayerNormOptions(std::vector<int64_t>{d_model_})));
-  head_ = register_module("head", torch::nn::Linear(d_model_, classes_));
+  head_ = register_module(
+      "head", torch::nn::Linear(torch::nn::LinearOptions(d_model_, classes_).bias(head_bias_)));
   init_linear(head_);
 }
 
@@ -249,6 +265,8 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
   }
   torch::Tensor x = fused::embedding(tokens, embedding_->weight);
   if (scale_embedding_) x = x * std::sqrt(static_cast<double>(d_model_));
+  if (positions_.defined())
+    x = add_positions(x, state.layers.empty() ? 0 : state.layers[0].position);
   DecoderOutput out;
   for (size_t i = 0; i < blocks_->size(); ++i) {
     const MixerState layer_state = state.layers.empty() ? MixerState{} : state.layers[i];
@@ -323,6 +341,17 @@ void DecoderImpl::check_state(const DecoderState& state, int64_t batch) {
   }
 }
 
+torch::Tensor DecoderImpl::add_positions(const torch::Tensor& x, int64_t start) const {
+  const int64_t length = x.size(1);
+  if (start + length > max_length_) {
+    throw UserError("forward: residual_positions = \"learned\" has positions for max_length = " +
+                    std::to_string(max_length_) + " tokens, and this chunk of " +
+                    std::to_string(length) + " after " + std::to_string(start) + " needs " +
+                    std::to_string(start + length) + "; build the model with a larger max_length");
+  }
+  return x + positions_.narrow(0, start, length);
+}
+
 int64_t count_parameters(const torch::nn::Module& module) {
   int64_t total = 0;
   for (const auto& parameter : module.parameters()) total += parameter.numel();
@@ -335,6 +364,10 @@ std::vector<ModelPart> DecoderImpl::describe() const {
   std::vector<ModelPart> parts;
   parts.push_back({"embedding", std::to_string(vocab_) + " x " + std::to_string(d_model_),
                    count_parameters(*embedding_)});
+  if (positions_.defined()) {
+    parts.push_back({"positions", std::to_string(max_length_) + " x " + std::to_string(d_model_),
+                     positions_.numel()});
+  }
   for (size_t i = 0; i < blocks_->size(); ++i) {
     const auto& block = *blocks_->ptr<BlockImpl>(i);
     parts.push_back(
@@ -349,16 +382,24 @@ std::vector<ModelPart> DecoderImpl::describe() const {
 nlohmann::json DecoderImpl::config() const {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& block : *blocks_) layers.push_back(block->as<BlockImpl>()->mixer().config());
-  return {{"model", "decoder"},
-          {"vocab", vocab_},
-          {"classes", classes_},
-          {"d_model", d_model_},
-          {"heads", heads_},
-          {"mlp_ratio", mlp_ratio_},
-          {"scale_embedding", scale_embedding_},
-          {"seed", seed_},
-          {"layers", layers},
-          {"parameters", num_parameters()}};
+  nlohmann::json config = {{"model", "decoder"},
+                           {"vocab", vocab_},
+                           {"classes", classes_},
+                           {"d_model", d_model_},
+                           {"heads", heads_},
+                           {"mlp_ratio", mlp_ratio_},
+                           {"scale_embedding", scale_embedding_},
+                           {"seed", seed_},
+                           {"layers", layers},
+                           {"parameters", num_parameters()}};
+  // Written only when not the default, so that the configs (and the resumes) of run folders
+  // written before these options stay as they were.
+  if (!head_bias_) config["head_bias"] = false;
+  if (max_length_ > 0) {
+    config["residual_positions"] = residual_positions_;
+    config["max_length"] = max_length_;
+  }
+  return config;
 }
 
 std::string DecoderImpl::summary() const {

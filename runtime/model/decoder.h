@@ -17,6 +17,7 @@ namespace memscript {
 
 class BlockImpl : public torch::nn::Module {
  public:
+  // mlp_hidden 0: no MLP half (and no second norm): x + mixer(LN(x)).
   BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidden);
   // x and the block's output: [batch, length, d_model].
   MixerOutput forward(const torch::Tensor& x, const MixerState& state);
@@ -51,9 +52,10 @@ struct DecoderOutput {
 
 class DecoderImpl : public torch::nn::Module {
  public:
-  // Reads the decoder's options (mixer, layers, d_model, heads, mlp_ratio, scale_embedding,
-  // vocab, classes, seed) and each mixer's own options. `task`, if given, supplies vocab and
-  // classes.
+  // Reads the decoder's options (mixer, layers, d_model, heads, mlp_ratio (0: no MLP),
+  // scale_embedding, head_bias, residual_positions ("none" or "learned": a max_length x d_model
+  // table added to the embeddings), max_length, vocab, classes, seed) and each mixer's own
+  // options. `task`, if given, supplies vocab and classes.
   DecoderImpl(Options& options, const Task* task, uint64_t default_seed);
 
   // tokens: int64 [batch, length] -> logits [batch, length, classes]
@@ -80,6 +82,7 @@ class DecoderImpl : public torch::nn::Module {
 
  private:
   void check_parameters_fit(Options& options, int64_t layers) const;
+  torch::Tensor add_positions(const torch::Tensor& x, int64_t start) const;
 
   int64_t vocab_;
   int64_t classes_;
@@ -87,9 +90,13 @@ class DecoderImpl : public torch::nn::Module {
   int64_t heads_;
   int64_t mlp_ratio_;
   bool scale_embedding_;
+  bool head_bias_;
+  std::string residual_positions_;
+  int64_t max_length_ = 0;  // rows of positions_ (residual_positions = "learned")
   uint64_t seed_;
   std::vector<std::string> mixer_names_;
   torch::nn::Embedding embedding_{nullptr};
+  torch::Tensor positions_;  // [max_length, d_model], or undefined
   torch::nn::ModuleList blocks_{nullptr};
   torch::nn::LayerNorm final_norm_{nullptr};
   torch::nn::Linear head_{nullptr};

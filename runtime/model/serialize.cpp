@@ -43,8 +43,8 @@ OptionValue option_from_json(const nlohmann::json& value) {
 
 Options decoder_options_from_config(const nlohmann::json& config) {
   Options options("saved model");
-  for (const char* key :
-       {"vocab", "classes", "d_model", "heads", "mlp_ratio", "scale_embedding", "seed"}) {
+  for (const char* key : {"vocab", "classes", "d_model", "heads", "mlp_ratio", "scale_embedding",
+                          "seed", "head_bias", "residual_positions", "max_length"}) {
     if (config.contains(key)) options.set(key, option_from_json(config.at(key)));
   }
   auto layers = std::make_shared<OptionList>();

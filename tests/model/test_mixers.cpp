@@ -205,3 +205,54 @@ TEST_CASE("a hybrid of different mixers continues across chunks and survives sav
   CHECK(loaded->config() == model->config());
   CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
 }
+
+TEST_CASE("decoder options: no MLP, no head bias, learned positions in the residual stream") {
+  const std::string mixer = GENERATE(every_mixer());
+  INFO(mixer);
+  const memscript::test::ExtraOptions plain_extra = {};
+  const memscript::test::ExtraOptions study = {{"mlp_ratio", {int64_t{0}}},
+                                               {"head_bias", {false}},
+                                               {"residual_positions", {std::string("learned")}},
+                                               {"max_length", {int64_t{40}}}};
+  Decoder plain = make_decoder(mixer, 16, 2, 2, plain_extra);
+  Decoder model = make_decoder(mixer, 16, 2, 2, study);
+  // Two MLPs (16 -> 64 -> 16 with biases) and two LayerNorms fewer, the head's 3 biases fewer,
+  // a 40 x 16 table more.
+  const int64_t mlps = 2 * (16 * 64 + 64 + 64 * 16 + 16 + 2 * 16);
+  // gpt's own table of learned positions reads max_length too: 1024 rows by default.
+  const int64_t gpt_tables = mixer == "gpt" ? 2 * (1024 - 40) * 16 : 0;
+  CHECK(model->num_parameters() == plain->num_parameters() - mlps - 3 + 40 * 16 - gpt_tables);
+  model->to(torch::kDouble);
+  const torch::Tensor tokens = random_tokens(3, 29, 5);
+  CHECK(torch::allclose(model->forward(tokens),
+                        memscript::test::chunked_logits(model, tokens, {13, 22, 29}), 1e-9, 1e-9));
+  // The same tokens at other positions give other outputs: the table is read.
+  const torch::Tensor first = model->forward(tokens.narrow(1, 0, 8));
+  const DecoderOutput later =
+      model->forward(tokens.narrow(1, 0, 8), model->forward(tokens.narrow(1, 0, 8), {}).state);
+  CHECK_FALSE(torch::allclose(first, later.logits));
+  // Past max_length: a clear error, not a read past the table.
+  CHECK_THROWS_WITH(
+      model->forward(random_tokens(1, 41, 2)),
+      Catch::Matchers::Contains("max_length = 40") && Catch::Matchers::Contains("needs 41"));
+  // Gradient reaches the table; save and load keep every option.
+  const torch::Tensor targets = torch::randint(0, 3, {3, 29}, torch::kInt64);
+  masked_cross_entropy(model->forward(tokens), targets, torch::ones({3, 29}, torch::kBool))
+      .backward();
+  const torch::Tensor& table = model->named_parameters()["positions"];
+  CHECK(table.grad().narrow(0, 0, 29).abs().sum().item<double>() > 0);
+  CHECK(table.grad().narrow(0, 29, 11).abs().sum().item<double>() == 0);
+  memscript::test::TempFolder folder;
+  save_decoder(*model, folder.path / "model.pt");
+  Decoder loaded = load_decoder(folder.path / "model.pt");
+  CHECK(loaded->config() == model->config());
+  CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
+}
+
+TEST_CASE("the decoder's defaults leave its config as before the study's options existed") {
+  const nlohmann::json config = make_decoder("lstm")->config();
+  CHECK_FALSE(config.contains("head_bias"));
+  CHECK_FALSE(config.contains("residual_positions"));
+  CHECK_FALSE(config.contains("max_length"));
+  CHECK(config["mlp_ratio"] == 4);
+}
