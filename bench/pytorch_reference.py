@@ -273,12 +273,16 @@ class Block(nn.Module):
         super().__init__()
         self.mixer = mixer
         self.mixer_norm = nn.LayerNorm(d_model)
-        self.mlp_norm = nn.LayerNorm(d_model)
-        self.mlp_up = linear(d_model, mlp_hidden)
-        self.mlp_down = linear(mlp_hidden, d_model)
+        self.mlp_hidden = mlp_hidden
+        if mlp_hidden > 0:  # mlp_ratio = 0: no MLP half
+            self.mlp_norm = nn.LayerNorm(d_model)
+            self.mlp_up = linear(d_model, mlp_hidden)
+            self.mlp_down = linear(mlp_hidden, d_model)
 
     def forward(self, x):
         h = x + self.mixer(self.mixer_norm(x))
+        if self.mlp_hidden == 0:
+            return h
         return h + self.mlp_down(F.gelu(self.mlp_up(self.mlp_norm(h))))
 
 
@@ -289,14 +293,19 @@ class Decoder(nn.Module):
         self.scale = math.sqrt(d_model) if config["scale_embedding"] else 1.0
         self.embedding = nn.Embedding(config["vocab"], d_model)
         nn.init.normal_(self.embedding.weight, 0.0, 0.02)
+        self.positions = None
+        if config.get("residual_positions", "none") == "learned":
+            self.positions = nn.Parameter(torch.randn(config["max_length"], d_model) * 0.02)
         self.blocks = nn.ModuleList(
             Block(d_model, config["mlp_ratio"] * d_model, MIXERS[layer["mixer"]](d_model, layer))
             for layer in config["layers"])
         self.final_norm = nn.LayerNorm(d_model)
-        self.head = linear(d_model, config["classes"])
+        self.head = linear(d_model, config["classes"], bias=config.get("head_bias", True))
 
     def forward(self, tokens):
         x = self.embedding(tokens) * self.scale
+        if self.positions is not None:
+            x = x + self.positions[:tokens.shape[1]]
         for block in self.blocks:
             x = block(x)
         return self.head(self.final_norm(x))

@@ -7,6 +7,7 @@
 #include "bindings/session.h"
 #include "bindings/types.h"
 #include "runtime/device.h"
+#include "runtime/model/safetensors.h"
 #include "runtime/model/serialize.h"
 
 namespace memscript::lua {
@@ -111,6 +112,19 @@ int model_save(lua_State* L) {
   return 0;
 }
 
+// m:save_safetensors(path): the parameters by name, with the model's config as metadata, for
+// PyTorch (load_state_dict into a module with the same names).
+int model_save_safetensors(lua_State* L) {
+  const ModelRef& model = check_object<ModelRef>(L, 1);
+  if (lua_type(L, 2) != LUA_TSTRING) argument_error(L, 2, "path expected");
+  const std::string path = lua_tostring(L, 2);
+  check_write_allowed(L, "save_safetensors", path);
+  NamedTensors tensors;
+  for (const auto& item : model->named_parameters()) tensors.emplace_back(item.key(), item.value());
+  save_safetensors(path, tensors, {{"memscript.config", model->config().dump()}, {"format", "pt"}});
+  return 0;
+}
+
 // m:to("cpu" | "cuda" | "auto") -> m
 int model_to(lua_State* L) {
   const ModelRef& model = check_object<ModelRef>(L, 1);
@@ -172,6 +186,7 @@ const luaL_Reg kModelMethods[] = {{"forward", protect<model_forward>},
                                   {"loss", protect<model_loss>},
                                   {"parameters", protect<model_parameters>},
                                   {"save", protect<model_save>},
+                                  {"save_safetensors", protect<model_save_safetensors>},
                                   {"to", protect<model_to>},
                                   {"train", protect<model_train>},
                                   {"eval", protect<model_eval>},

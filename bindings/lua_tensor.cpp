@@ -1,7 +1,9 @@
 // Tensors in Lua: enough to look at data and results (:tolist(), :item(), :shape(), :sum(),
 // :eq()) and to build small inputs (ms.tensor{...}). Heavy work stays in C++.
 
+#include "bindings/sandbox.h"
 #include "bindings/types.h"
+#include "runtime/model/safetensors.h"
 
 namespace memscript::lua {
 
@@ -219,6 +221,28 @@ int tensor_from_table(lua_State* L) {
   }
   push_object<torch::Tensor>(L, tensor);
   return 1;
+}
+
+// ms.save_safetensors(path, { name = tensor, ... }): tensors (a batch, logits) for PyTorch,
+// written in the order of their names.
+int save_safetensors_binding(lua_State* L) {
+  if (lua_type(L, 1) != LUA_TSTRING) argument_error(L, 1, "path expected");
+  if (lua_type(L, 2) != LUA_TTABLE) argument_error(L, 2, "table of name = tensor expected");
+  const std::string path = lua_tostring(L, 1);
+  check_write_allowed(L, "ms.save_safetensors", path);
+  std::map<std::string, torch::Tensor> named;
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    const torch::Tensor* tensor = test_object<torch::Tensor>(L, -1);
+    if (lua_type(L, -2) != LUA_TSTRING || !tensor) {
+      throw UserError("ms.save_safetensors: entries must be name = tensor, got a " +
+                      std::string(luaL_typename(L, -2)) + " key with a " + luaL_typename(L, -1));
+    }
+    named[lua_tostring(L, -2)] = *tensor;
+    lua_pop(L, 1);
+  }
+  save_safetensors(path, NamedTensors(named.begin(), named.end()));
+  return 0;
 }
 
 void register_tensor_type(lua_State* L) {

@@ -34,8 +34,9 @@ void register_model_type(lua_State* L);
 void register_optimizer_type(lua_State* L);
 
 // The functions of the memscript.core table, per group.
-int tensor_from_table(lua_State* L);  // ms.tensor
-int make_task_binding(lua_State* L);  // ms.task.<name>, name in upvalue 1
+int tensor_from_table(lua_State* L);         // ms.tensor
+int save_safetensors_binding(lua_State* L);  // ms.save_safetensors
+int make_task_binding(lua_State* L);         // ms.task.<name>, name in upvalue 1
 int make_decoder_binding(lua_State* L);
 int load_model_binding(lua_State* L);      // ms.model.load
 int make_optimizer_binding(lua_State* L);  // ms.optim.<kind>, kind in upvalue 1

@@ -1,0 +1,127 @@
+// memscript's models against the same decoder written in PyTorch (bench/pytorch_reference.py),
+// so that nobody has to take memscript's training on faith: the weights go out as safetensors
+// under memscript's parameter names, bench/pytorch_crosscheck.py loads them, runs the same
+// tokens and trains on the same batches with torch.optim.Adam. Needs the bootstrap's Python
+// with torch (MEMSCRIPT_TORCH_PYTHON); without it the test says so and checks only the file.
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <regex>
+
+#include "../support/process.h"
+#include "model_harness.h"
+#include "runtime/model/safetensors.h"
+#include "runtime/optim.h"
+
+using namespace memscript;
+using Catch::Matchers::Contains;
+using memscript::test::make_decoder;
+using memscript::test::random_tokens;
+
+namespace {
+
+// Every mixer pytorch_reference.py writes (gpt is not among them).
+const char* const kReferenceMixers[] = {
+    "lstm", "qlstm", "mingru", "lru", "linear_attention", "deltanet", "gated_deltanet", "mamba"};
+
+NamedTensors parameters_of(Decoder& model) {
+  NamedTensors named;
+  for (const auto& item : model->named_parameters()) named.emplace_back(item.key(), item.value());
+  return named;
+}
+
+// Trains `steps` steps of Adam (lr 1e-3, no weight decay) on fixed batches and returns the
+// batch file's tensors: the first batch's tokens and logits, the batches and each step's loss.
+NamedTensors train_and_record(Decoder& model, int64_t steps, torch::ScalarType dtype) {
+  torch::manual_seed(7);
+  const torch::Tensor tokens = torch::randint(0, 4, {steps, 4, 12}, torch::kInt64);
+  const torch::Tensor targets = torch::randint(0, 3, {steps, 4, 12}, torch::kInt64);
+  const torch::Tensor mask = torch::rand({steps, 4, 12}) < 0.7;
+  const torch::Tensor logits = model->forward(tokens[0]).detach();
+  OptimizerSpec spec;
+  spec.kind = "adam";
+  spec.weight_decay = 0;
+  const std::unique_ptr<Optimizer> optimizer = spec.make(model->parameters());
+  torch::Tensor losses = torch::empty({steps}, torch::TensorOptions(dtype));
+  for (int64_t step = 0; step < steps; ++step) {
+    optimizer->zero_grad();
+    const torch::Tensor loss =
+        masked_cross_entropy(model->forward(tokens[step]), targets[step], mask[step]);
+    loss.backward();
+    optimizer->step();
+    losses[step] = loss.detach();
+  }
+  return {{"tokens", tokens[0]},      {"logits", logits},   {"train_tokens", tokens},
+          {"train_targets", targets}, {"train_mask", mask}, {"train_losses", losses}};
+}
+
+}  // namespace
+
+TEST_CASE("safetensors files round-trip names, dtypes, shapes, bytes and metadata") {
+  memscript::test::TempFolder folder;
+  const NamedTensors written = {{"b", torch::arange(6, torch::kFloat64).reshape({2, 3})},
+                                {"a", torch::tensor({true, false})},
+                                {"empty", torch::zeros({0, 4})},
+                                {"i", torch::tensor({int64_t{-3}, int64_t{1} << 40})}};
+  save_safetensors(folder.path / "x.safetensors", written, {{"k", "v"}});
+  const SafetensorsFile read = load_safetensors(folder.path / "x.safetensors");
+  REQUIRE(read.tensors.size() == written.size());
+  for (size_t i = 0; i < written.size(); ++i) {
+    INFO(written[i].first);
+    CHECK(read.tensors[i].first == written[i].first);
+    CHECK(read.tensors[i].second.scalar_type() == written[i].second.scalar_type());
+    CHECK(torch::equal(read.tensors[i].second, written[i].second));
+  }
+  CHECK(read.metadata.at("k") == "v");
+  CHECK_THROWS_WITH(save_safetensors(folder.path / "y", {{"h", torch::zeros({2}, torch::kHalf)}}),
+                    Contains("only float32, float64, int64 and bool"));
+  CHECK_THROWS_WITH(
+      save_safetensors(folder.path / "y", {{"a", torch::zeros({1})}, {"a", torch::zeros({1})}}),
+      Contains("given twice"));
+  // A header that claims more bytes than the file has is refused before anything is allocated.
+  std::string text = memscript::test::read_file(folder.path / "x.safetensors");
+  const size_t at = text.find("[2,3]");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 5, "[9,9]");
+  std::FILE* out = std::fopen((folder.path / "bad.safetensors").c_str(), "wb");
+  std::fwrite(text.data(), 1, text.size(), out);
+  std::fclose(out);
+  CHECK_THROWS_WITH(load_safetensors(folder.path / "bad.safetensors"),
+                    Contains("has a byte range that does not fit"));
+}
+
+TEST_CASE("PyTorch gives memscript's outputs and Adam losses from memscript's weights") {
+  const std::string python = MEMSCRIPT_TORCH_PYTHON;
+  const std::string script = std::string(MEMSCRIPT_BENCH_DIR) + "/pytorch_crosscheck.py";
+  if (python.empty()) {
+    WARN("no Python with torch configured (MEMSCRIPT_TORCH_PYTHON): cross-check not run");
+    return;
+  }
+  const char* dtype_name = GENERATE("float64", "float32");
+  const torch::ScalarType dtype =
+      std::string(dtype_name) == "float64" ? torch::kFloat64 : torch::kFloat32;
+  const int64_t steps = dtype == torch::kFloat64 ? 200 : 50;
+  for (const char* mixer : kReferenceMixers) {
+    INFO(mixer << " " << dtype_name);
+    memscript::test::TempFolder folder;
+    Decoder model = make_decoder(mixer, 8, 2, 2);
+    model->to(dtype);
+    save_safetensors(folder.path / "model.safetensors", parameters_of(model),
+                     {{"memscript.config", model->config().dump()}});
+    save_safetensors(folder.path / "batch.safetensors", train_and_record(model, steps, dtype));
+    const memscript::test::ProcessResult result =
+        memscript::test::run_process(python,
+                                     {script, (folder.path / "model.safetensors").string(),
+                                      (folder.path / "batch.safetensors").string()},
+                                     MEMSCRIPT_BENCH_DIR);
+    INFO(result.out << result.err);
+    if (result.exit_code == 77) {
+      WARN("torch cannot be imported by " << python << ": cross-check not run");
+      return;
+    }
+    CHECK(result.exit_code == 0);
+    CHECK_THAT(result.out,
+               Contains(std::to_string(steps) + " Adam steps, max relative loss error"));
+  }
+}
