@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 
@@ -28,7 +30,30 @@ std::string one_line(const std::string& text) {
   return line.empty() ? "libtorch error" : line;
 }
 
+thread_local int cpp_zones = 0;
+
 }  // namespace
+
+CppZone::CppZone() { ++cpp_zones; }
+CppZone::~CppZone() { --cpp_zones; }
+bool CppZone::inside() { return cpp_zones > 0; }
+
+void* lua_allocate(void*, void* block, size_t, size_t new_size) {
+  if (new_size == 0) {
+    std::free(block);
+    return nullptr;
+  }
+  void* grown = std::realloc(block, new_size);
+  if (!grown && CppZone::inside()) {
+    std::fputs(
+        "memscript: out of memory while a bound function ran (more than this machine, or "
+        "--max-memory, allows)\n",
+        stderr);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  return grown;
+}
 
 void push_current_exception(lua_State* L) {
   std::string message;
@@ -65,7 +90,11 @@ void raise(lua_State* L) {
 }
 
 void call_lua(lua_State* L, int arguments, int results) {
-  if (lua_pcall(L, arguments, results, 0) == LUA_OK) return;
+  const int zones = cpp_zones;
+  cpp_zones = 0;  // Lua's own errors unwind only to this pcall
+  const int status = lua_pcall(L, arguments, results, 0);
+  cpp_zones = zones;
+  if (status == LUA_OK) return;
   if (lua_touserdata(L, -1) == exit_sentinel()) {
     lua_pop(L, 1);
     throw ExitRequest{session(L).exit_code.value_or(0)};

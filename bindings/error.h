@@ -30,11 +30,30 @@ void push_current_exception(lua_State* L);
 // Raises the value on top of the stack as a Lua error. Never returns.
 [[noreturn]] void raise(lua_State* L);
 
+// While a bound function's C++ code runs, Lua must not raise an error of its own: its
+// longjmp would skip the destructors of that code's objects. The one error the "cannot raise"
+// API calls above can still raise is running out of memory; inside a CppZone the interpreter's
+// allocator ends the process with a message instead (see lua_allocate). call_lua leaves the
+// zone while Lua runs.
+class CppZone {
+ public:
+  CppZone();
+  ~CppZone();
+  CppZone(const CppZone&) = delete;
+  CppZone& operator=(const CppZone&) = delete;
+  static bool inside();
+};
+
+// The interpreter's allocator (realloc/free, as Lua's own) with the CppZone rule above.
+void* lua_allocate(void* data, void* block, size_t old_size, size_t new_size);
+
 template <int (*F)(lua_State*)>
 int protect(lua_State* L) {
   try {
+    CppZone zone;
     return F(L);
   } catch (...) {
+    CppZone zone;
     push_current_exception(L);
   }
   raise(L);

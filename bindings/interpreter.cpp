@@ -53,6 +53,7 @@ bool incomplete(lua_State* L, int status) {
 
 Interpreter::Interpreter(Settings settings) : L_(luaL_newstate()) {
   if (!L_) throw std::runtime_error("cannot create a Lua state (out of memory)");
+  lua_setallocf(L_, lua_allocate, nullptr);
   session_.settings = std::move(settings);
   attach_session(L_, &session_);
   lua_pushcfunction(L_, set_up);

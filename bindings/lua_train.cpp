@@ -68,7 +68,10 @@ void copy_scripts(const RunFolder& folder, const Session& current) {
   const fs::path base = current.script.parent_path();
   folder.copy_in(current.script, "script/" + current.script.filename().string());
   for (const fs::path& module : current.required) {
-    folder.copy_in(module, "script/" + fs::relative(module, base.empty() ? "." : base).string());
+    // Lexically: a module is found as <script folder>/<name>, and is copied under that name
+    // even when it is a symlink to elsewhere.
+    folder.copy_in(module,
+                   "script/" + module.lexically_relative(base.empty() ? "." : base).string());
   }
 }
 
@@ -112,13 +115,9 @@ const char* const kRunDefiningKeys[] = {"model", "task", "optimizer", "train"};
 
 void check_same_run(const RunFolder& folder, const nlohmann::json& now) {
   const fs::path path = folder.path() / "config.json";
-  std::ifstream in(path);
-  nlohmann::json stored;
-  try {
-    stored = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception&) {
-    throw UserError("--resume: cannot read " + path.string());
-  }
+  const nlohmann::json stored =
+      nlohmann::json::parse(read_regular_file(path).value_or(""), nullptr, false);
+  if (!stored.is_object()) throw UserError("--resume: cannot read " + path.string());
   for (const char* key : kRunDefiningKeys) {
     const nlohmann::json difference =
         nlohmann::json::diff(stored.value(key, nlohmann::json()), now.at(key));
@@ -296,7 +295,8 @@ OpenRun open_run_folder(const Session& current, const std::string& name) {
     return {std::move(folder), std::move(lock)};
   }
   const fs::path& path = current.settings.target->folder;
-  RunLock lock = RunLock::try_acquire(path / kRunLockFile);
+  if (!fs::is_directory(path)) throw UserError(path.string() + " is not a run folder (any more)");
+  RunLock lock = RunLock::try_acquire(path / kRunLockFile, false);
   if (!lock.locked()) {
     throw UserError(path.string() + " is being trained by another process (its " + kRunLockFile +
                     " is held); wait for it to end");
@@ -347,9 +347,10 @@ int train_binding(lua_State* L) {
   check_run_name_target(options, current, name);
   options.finish();
   check_model_fits_task(*model, *task);
-  // Everything that can be checked is, before a run folder exists.
-  check_spec_fits_task(*task, spec);
+  // Everything that can be checked is, before a run folder exists (memory first: it bounds
+  // the lengths the task is asked about).
   check_training_fits_in_memory(*model, spec);
+  check_spec_fits_task(*task, spec);
 
   if (current.settings.dry_run) {
     print_train_plan(*model, *task, spec);
@@ -375,11 +376,12 @@ int train_binding(lua_State* L) {
   if (!current.settings.quiet) print_progress("run folder: " + folder.path().string());
   TrainHooks hooks = make_hooks(L, callbacks, current.settings.quiet);
   hooks.resume = resume;
-  current.training = true;
   struct TrainingFlag {
     Session& session;
-    ~TrainingFlag() { session.training = false; }
-  } flag{current};
+    bool before;
+    ~TrainingFlag() { session.training = before; }
+  } flag{current, current.training};
+  current.training = true;
   const TrainResult result = run_training(*model, *task, *optimizer, spec, folder, hooks);
   push_train_result(L, result, folder.path().string());
   return 1;

@@ -90,16 +90,6 @@ int text_only_mode(lua_State* L, int mode_position) {
   return 0;
 }
 
-int sandboxed_load(lua_State* L) {
-  text_only_mode(L, 3);
-  return call_original(L);
-}
-
-int sandboxed_loadfile(lua_State* L) {
-  text_only_mode(L, 2);
-  return call_original(L);
-}
-
 int sandboxed_dofile(lua_State* L) {
   const char* name = luaL_optstring(L, 1, nullptr);
   lua_settop(L, 1);
@@ -137,10 +127,8 @@ int raise_end(lua_State* L) {
     lua_pushlightuserdata(L, exit_sentinel());
     return lua_error(L);
   }
-  char message[128];
-  std::snprintf(message, sizeof message, "%s", deadline_message().c_str());
   luaL_where(L, 1);
-  lua_pushstring(L, message);
+  lua_pushstring(L, deadline_message());
   lua_concat(L, 2);
   return lua_error(L);
 }
@@ -162,6 +150,18 @@ int unstoppable(lua_State* L) {
 
 void check_end(lua_State* L, lua_Debug*) {
   if (must_end(L)) raise_end(L);
+}
+
+// load and loadfile call a reader function inside a protected call of their own: they are
+// unstoppable too.
+int sandboxed_load(lua_State* L) {
+  text_only_mode(L, 3);
+  return unstoppable(L);
+}
+
+int sandboxed_loadfile(lua_State* L) {
+  text_only_mode(L, 2);
+  return unstoppable(L);
 }
 
 int blocked(lua_State* L) {
@@ -189,15 +189,6 @@ void sandbox_base(lua_State* L) {
   wrap(L, "loadfile", sandboxed_loadfile);
   lua_pushcfunction(L, sandboxed_dofile);
   lua_setfield(L, -2, "dofile");
-  wrap(L, "pcall", unstoppable);
-  wrap(L, "xpcall", unstoppable);
-  lua_pop(L, 1);
-}
-
-void sandbox_coroutine(lua_State* L) {
-  lua_getglobal(L, "coroutine");
-  wrap(L, "resume", unstoppable);
-  wrap(L, "close", unstoppable);
   lua_pop(L, 1);
 }
 
@@ -249,6 +240,15 @@ int search_module(lua_State* L) {
   Session& current = session(L);
   std::string relative = name;
   for (char& c : relative) c = c == '.' ? '/' : c;
+  // A module is a file below the stdlib or the script's folder (the run folder keeps a copy
+  // under the same relative name): no absolute names, no way up.
+  bool below = !relative.empty() && relative.front() != '/';
+  for (const auto& part : fs::path(relative)) below = below && part != "..";
+  if (!below) {
+    lua_pushfstring(L, "\n\tno module '%s': a module name is a path below the script's folder",
+                    name.c_str());
+    return 1;
+  }
   const fs::path script_dir = current.script.empty() ? fs::path(".") : current.script.parent_path();
   const fs::path folders[] = {current.settings.stdlib_dir,
                               script_dir.empty() ? fs::path(".") : script_dir};
@@ -316,9 +316,18 @@ void install_sandbox(lua_State* L) {
   sandbox_os(L);
   sandbox_package(L);
   sandbox_string(L);
-  sandbox_coroutine(L);
 }
 
-void install_end_check(lua_State* L) { lua_sethook(L, check_end, LUA_MASKCOUNT, 10000); }
+void install_end_check(lua_State* L) {
+  lua_pushglobaltable(L);
+  wrap(L, "pcall", unstoppable);
+  wrap(L, "xpcall", unstoppable);
+  lua_pop(L, 1);
+  lua_getglobal(L, "coroutine");
+  wrap(L, "resume", unstoppable);
+  wrap(L, "close", unstoppable);
+  lua_pop(L, 1);
+  lua_sethook(L, check_end, LUA_MASKCOUNT, 10000);
+}
 
 }  // namespace memscript::lua

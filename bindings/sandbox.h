@@ -19,11 +19,13 @@ void install_searcher(lua_State* L, const Session& session);
 // Scripts shared by others run with: no os.execute, io.popen, package.loadlib, C modules,
 // binary chunks, debug or string.dump; writes (io.open for writing, io.output, os.remove,
 // os.rename) only inside the output folder; os.exit unwinds cleanly instead of exiting, and
-// pcall, xpcall, coroutine.resume and coroutine.close cannot catch it.
+// nothing can catch it (see install_end_check; load and loadfile pass it on too).
 void install_sandbox(lua_State* L);
 
 // Checks every 10000 Lua instructions whether the script must end (os.exit was called, or
-// --max-seconds ran out) and if so raises what ends it. Coroutines inherit the check.
+// --max-seconds ran out) and if so raises what ends it; pcall, xpcall, coroutine.resume and
+// coroutine.close pass it on rather than catch it. Coroutines inherit the check. Also under
+// --unsafe (for --max-seconds).
 void install_end_check(lua_State* L);
 
 // Throws unless the sandbox allows writing `path` (always allowed under --unsafe); for bound

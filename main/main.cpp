@@ -249,18 +249,22 @@ int run(int argc, char** argv) {
       throw UsageError(error.what());
     }
   }
-  if (parsed.count("max-seconds"))
+  if (parsed.count("max-seconds")) {
     memscript::set_deadline(parse_seconds(parsed["max-seconds"].as<std::string>()));
-  if (parsed.count("max-memory")) {
-    try {
-      memscript::limit_memory(parse_memory(parsed["max-memory"].as<std::string>()));
-    } catch (const UserError& error) {
-      throw UsageError(error.what());
-    }
+    memscript::start_deadline_watchdog();
   }
   if (parsed.count("threads")) {
     settings.threads = parse_threads(parsed["threads"].as<std::string>());
     memscript::set_threads(settings.threads);
+  }
+  if (parsed.count("max-memory")) {
+    const uint64_t bytes = parse_memory(parsed["max-memory"].as<std::string>());
+    memscript::start_threads();
+    try {
+      memscript::limit_memory(bytes);
+    } catch (const UserError& error) {
+      throw UsageError(error.what());
+    }
   }
   try {
     settings.device = memscript::resolve_device(parsed["device"].as<std::string>());

@@ -14,12 +14,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
+// A run folder's file as text; "" when it is missing or not a regular file (a FIFO would block).
+std::string read_text(const fs::path& path) { return read_regular_file(path).value_or(""); }
 
 nlohmann::json read_config(const fs::path& run) {
   const fs::path path = run / "config.json";
@@ -104,6 +100,8 @@ void apply_stored_settings(const nlohmann::json& config, const fs::path& run,
       bad_stored(run, "device", "= \"" + device + "\": " + error.what());
     }
   }
+  if (config.contains("threads") && !config["threads"].is_number_integer())
+    bad_stored(run, "threads", "must be a whole number, got " + config["threads"].dump());
   const auto threads = stored<int64_t>(config, run, "threads", "a whole number", 0);
   if (threads < 0 || threads > kMaxThreads) {
     bad_stored(run, "threads",

@@ -14,4 +14,8 @@ constexpr int kMaxThreads = 1024;
 // The size of libtorch's intra-op thread pool.
 void set_threads(int threads);
 
+// Starts the thread pool now rather than at the first parallel operation, so that its stacks
+// are in place before --max-memory caps the process's data.
+void start_threads();
+
 }  // namespace memscript

@@ -32,7 +32,7 @@ LengthScores evaluate_length(DecoderImpl& model, const Task& task, const EvalSpe
   ScoreAccumulator accumulator(task.num_classes(), length);
   for (int64_t index = 0; index < spec.batches; ++index) {
     if (!within_step && past_deadline())
-      throw UserError(deadline_message() + " (while evaluating)");
+      throw UserError(std::string(deadline_message()) + " (while evaluating)");
     const HostBatch host = sample_host_batch(task, spec.batch, {length, length},
                                              eval_batch_seed(spec.seed, length, index));
     const TensorBatch batch = to_tensors(host, model.device());

@@ -54,7 +54,11 @@ uint64_t data_in_use() {
 void limit_memory(uint64_t bytes) {
   // On top of what the process holds already: libtorch reserves hundreds of MB of address
   // space at start-up, most of it never touched.
-  const uint64_t total = data_in_use() + bytes;
+  uint64_t total = data_in_use() + bytes;
+  rlimit existing{};
+  if (::getrlimit(RLIMIT_DATA, &existing) == 0 && existing.rlim_max != RLIM_INFINITY &&
+      total > existing.rlim_max)
+    total = existing.rlim_max;  // only root may raise a hard limit
   const rlimit limit{static_cast<rlim_t>(total), static_cast<rlim_t>(total)};
   if (::setrlimit(RLIMIT_DATA, &limit) != 0) {
     throw UserError("--max-memory " + format_bytes(static_cast<double>(bytes)) +

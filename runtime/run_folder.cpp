@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
+#include <sstream>
 
 #include "runtime/options.h"
 
@@ -19,6 +21,16 @@ namespace {
 
 [[noreturn]] void fail_write(const fs::path& path, int error) {
   throw UserError("cannot write " + path.string() + ": " + std::strerror(error));
+}
+
+// mkostemp creates 0600; files get what open(..., 0666) would under the user's umask.
+mode_t process_umask() {
+  static const mode_t mask = [] {
+    const mode_t current = ::umask(0);
+    ::umask(current);
+    return current;
+  }();
+  return mask;
 }
 
 void write_all(int fd, const std::string& content, const fs::path& path) {
@@ -39,7 +51,7 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
   if (fd < 0) fail_write(path, errno);
   const fs::path temporary = name;
   try {
-    if (::fchmod(fd, 0644) != 0) fail_write(path, errno);
+    if (::fchmod(fd, 0666 & ~process_umask()) != 0) fail_write(path, errno);
     write_all(fd, content, path);
     if (::fsync(fd) != 0) fail_write(path, errno);
   } catch (...) {
@@ -59,12 +71,64 @@ void write_file_atomic(const fs::path& path, const std::string& content) {
   }
 }
 
-bool path_inside(const fs::path& path, const fs::path& folder) {
+std::optional<std::string> read_regular_file(const fs::path& path, uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat info {};
+  std::optional<std::string> content;
+  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) &&
+      static_cast<uint64_t>(info.st_size) <= max_bytes) {
+    std::string text(static_cast<size_t>(info.st_size), '\0');
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    text.resize(done);
+    content = std::move(text);
+  }
+  ::close(fd);
+  return content;
+}
+
+// The path the kernel would reach: every symlink on the way resolved, dangling ones too (a
+// write through a dangling link creates its target), "." and ".." taken as they come. Empty
+// when the links loop.
+fs::path resolved(const fs::path& path) {
   std::error_code error;
-  const fs::path target = fs::weakly_canonical(fs::absolute(path, error), error);
-  if (error) return false;
-  const fs::path root = fs::weakly_canonical(fs::absolute(folder, error), error);
-  if (error) return false;
+  const fs::path absolute = fs::absolute(path, error);
+  if (error) return {};
+  std::deque<fs::path> rest(absolute.begin(), absolute.end());
+  fs::path done = "/";
+  int links = 0;
+  while (!rest.empty()) {
+    const fs::path part = rest.front();
+    rest.pop_front();
+    if (part.empty() || part == "/" || part == ".") continue;
+    if (part == "..") {
+      done = done.parent_path();
+      continue;
+    }
+    const fs::path next = done / part;
+    if (!fs::is_symlink(fs::symlink_status(next, error))) {
+      done = next;
+      continue;
+    }
+    if (++links > 40) return {};  // as the kernel's ELOOP
+    const fs::path target = fs::read_symlink(next, error);
+    if (error) return {};
+    if (target.is_absolute()) done = "/";
+    rest.insert(rest.begin(), target.begin(), target.end());
+  }
+  return done;
+}
+
+bool path_inside(const fs::path& path, const fs::path& folder) {
+  const fs::path target = resolved(path);
+  const fs::path root = resolved(folder);
+  if (target.empty() || root.empty()) return false;
   auto t = target.begin();
   for (auto r = root.begin(); r != root.end(); ++r, ++t) {
     if (r->empty()) continue;  // a trailing separator
@@ -90,7 +154,8 @@ RunFolder RunFolder::create(const fs::path& root, const std::string& name) {
 RunFolder RunFolder::open(const fs::path& path) {
   std::error_code error;
   if (!fs::is_directory(path, error)) throw UserError(path.string() + " is not a run folder");
-  for (const auto& entry : fs::recursive_directory_iterator(path, error)) {
+  // Only its own files: the temporaries of a replay beside it belong to that replay.
+  for (const auto& entry : fs::directory_iterator(path, error)) {
     if (entry.path().filename().string().find(".tmp.") != std::string::npos) {
       fs::remove(entry.path(), error);
     }
@@ -130,7 +195,7 @@ void LineLog::add(const std::string& line) { lines_.push_back(line); }
 void LineLog::restore(size_t count) {
   lines_.clear();
   if (!folder_) return;
-  std::ifstream in(folder_->path() / relative_);
+  std::istringstream in(read_regular_file(folder_->path() / relative_).value_or(""));
   std::string line;
   if (!header_.empty()) std::getline(in, line);
   while (lines_.size() < count && std::getline(in, line)) lines_.push_back(line);

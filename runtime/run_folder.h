@@ -4,7 +4,9 @@
 // written atomically (a temporary file in the same folder, flushed, then renamed over the
 // target), so a crash leaves either the old file or the new one, never half of one.
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,9 +16,16 @@ namespace memscript {
 // planted under a predictable name) with mode 0644 once written.
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);
 
-// True when `path`, with every symlink of its existing part resolved, lies in `folder` (also
-// resolved). What does not exist yet is taken lexically.
+// True when `path`, with every symlink on the way resolved (dangling ones too: a write through
+// one creates its target), lies in `folder` (also resolved). What does not exist yet is taken
+// lexically.
 bool path_inside(const std::filesystem::path& path, const std::filesystem::path& folder);
+
+// The content of a regular file of at most `max_bytes`; nullopt when it is missing, not a
+// regular file (a FIFO, a device behind a symlink: a shared run folder's files are read without
+// blocking or without end), larger, or unreadable.
+std::optional<std::string> read_regular_file(const std::filesystem::path& path,
+                                             uint64_t max_bytes = uint64_t{256} << 20);
 
 class RunFolder {
  public:

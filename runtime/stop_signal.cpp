@@ -1,10 +1,13 @@
 #include "runtime/stop_signal.h"
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 namespace memscript {
 
@@ -19,6 +22,7 @@ void record(int signal) { received_signal.store(signal); }
 using Clock = std::chrono::steady_clock;
 Clock::time_point deadline = Clock::time_point::max();
 double deadline_limit = 0;
+char deadline_text[96] = "the script ran past --max-seconds";
 
 }  // namespace
 
@@ -26,15 +30,29 @@ void set_deadline(double seconds) {
   deadline_limit = seconds;
   deadline = Clock::now() +
              std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::snprintf(deadline_text, sizeof deadline_text, "the script ran past --max-seconds %g",
+                seconds);
+}
+
+void start_deadline_watchdog() {
+  if (deadline == Clock::time_point::max()) return;
+  const double grace = std::max(5.0, 0.25 * deadline_limit);
+  const Clock::time_point end =
+      deadline + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace));
+  std::thread([end, grace] {
+    std::this_thread::sleep_until(end);
+    std::fprintf(stderr,
+                 "memscript: %s and did not stop within %g s more (code the interpreter cannot "
+                 "interrupt, such as a finalizer or a training callback): ended\n",
+                 deadline_text, grace);
+    std::fflush(stderr);
+    ::_exit(1);
+  }).detach();
 }
 
 bool past_deadline() { return Clock::now() >= deadline; }
 
-std::string deadline_message() {
-  char text[96];
-  std::snprintf(text, sizeof text, "the script ran past --max-seconds %g", deadline_limit);
-  return text;
-}
+const char* deadline_message() { return deadline_text; }
 
 StopSignals::StopSignals() {
   received_signal.store(0);

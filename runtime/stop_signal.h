@@ -25,8 +25,14 @@ class StopSignals {
 // resumed), evaluation between batches, the interpreter every few thousand Lua instructions.
 void set_deadline(double seconds);
 bool past_deadline();
-// "the script ran past --max-seconds 60", for errors.
-std::string deadline_message();
+// "the script ran past --max-seconds 60", for errors (a static buffer: no allocation, so a Lua
+// hook may use it).
+const char* deadline_message();
+// The last resort: a thread that ends the process (exit 1, with a message) when the script has
+// not stopped a grace period (a quarter of the limit, at least 5 s) after the deadline, where
+// nothing could interrupt it (a finalizer's endless loop, a training callback's). Call once,
+// after set_deadline.
+void start_deadline_watchdog();
 
 // The exit status of a process stopped by `signal`, as shells report it: 128 + signal.
 int exit_code_for_signal(int signal);

@@ -185,11 +185,11 @@ class Trainer {
   // signal 0: the --max-seconds deadline.
   [[noreturn]] void interrupted(int signal, int64_t step) {
     throw TrainingInterrupted(
-        signal,
-        (signal ? std::string("interrupted by ") + signal_name(signal) : deadline_message()) +
-            " after step " + std::to_string(step) + "; checkpoint and metrics written" +
-            (folder_ ? "; continue with: memscript --resume " + folder_->path().string()
-                     : std::string()));
+        signal, (signal ? std::string("interrupted by ") + signal_name(signal)
+                        : std::string(deadline_message())) +
+                    " after step " + std::to_string(step) + "; checkpoint and metrics written" +
+                    (folder_ ? "; continue with: memscript --resume " + folder_->path().string()
+                             : std::string()));
   }
 
   double elapsed() const {
@@ -360,23 +360,40 @@ TrainSpec read_train_spec(Options& options, uint64_t default_seed) {
   return spec;
 }
 
+// Every length of a range up to this many; beyond, its two ends and their neighbours (what
+// catches a rule like Dyck's even lengths): a task's rules are bounds and parities.
+constexpr int64_t kLengthsChecked = 1 << 16;
+
 void check_spec_fits_task(const Task& task, const TrainSpec& spec) {
   for (int64_t length : spec.eval.lengths) task.check_length(length);
-  for (int64_t length = spec.length.min; length <= spec.length.max; ++length) {
+  const LengthRange range = spec.length;
+  std::vector<int64_t> lengths;
+  if (range.max - range.min < kLengthsChecked) {
+    for (int64_t length = range.min;; ++length) {
+      lengths.push_back(length);
+      if (length == range.max) break;
+    }
+  } else {
+    lengths = {range.min, range.min + 1, range.max - 1, range.max};
+  }
+  for (int64_t length : lengths) {
     try {
       task.check_length(length);
     } catch (const UserError& error) {
-      if (spec.length.min == spec.length.max) throw;
+      if (range.min == range.max) throw;
       throw UserError(std::string(error.what()) +
-                      " (length = { min = " + std::to_string(spec.length.min) +
-                      ", max = " + std::to_string(spec.length.max) + " } may draw it)");
+                      " (length = { min = " + std::to_string(range.min) +
+                      ", max = " + std::to_string(range.max) + " } may draw it)");
     }
   }
 }
 
 void check_training_fits_in_memory(const DecoderImpl& model, const TrainSpec& spec) {
   const double parameters = 4.0 * 4.0 * static_cast<double>(model.num_parameters());
-  check_fits_in_memory(parameters + model.min_step_bytes(spec.batch, spec.length.max, true),
+  // inputs, targets and mask on the host and as tensors (sample_host_batch's own check)
+  const double batch =
+      34.0 * static_cast<double>(spec.batch) * static_cast<double>(spec.length.max);
+  check_fits_in_memory(parameters + batch + model.min_step_bytes(spec.batch, spec.length.max, true),
                        "ms.train: a step of batch = " + std::to_string(spec.batch) +
                            " at length = " + std::to_string(spec.length.max) +
                            " (with the parameters, their gradients and Adam's moments)");

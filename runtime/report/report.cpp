@@ -426,6 +426,7 @@ class ReportWriter {
       if (words[i].rfind("--shard=", 0) == 0) continue;
       result.push_back(words[i]);
     }
+    if (result.empty()) result.push_back("memscript");  // a manifest's command line of options only
     if (!shard.empty()) result.insert(result.begin() + 1, {"--shard", shard});
     std::string line;
     for (const std::string& word : result) {

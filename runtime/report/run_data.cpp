@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "runtime/options.h"
+#include "runtime/run_folder.h"
 
 namespace memscript::report {
 
@@ -20,13 +21,9 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::optional<std::string> read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
+// Regular files only, and not endless ones: a shared run folder may hold a FIFO or a link to
+// a device where a log should be.
+std::optional<std::string> read_text(const fs::path& path) { return read_regular_file(path); }
 
 std::vector<std::string> split(const std::string& line, char separator) {
   std::vector<std::string> parts;
@@ -66,11 +63,15 @@ Problem bad_line(const fs::path& path, size_t line, const std::string& why) {
   return {path.filename().string() + " line " + std::to_string(line) + ": " + why};
 }
 
-bool whole(double value) { return std::isfinite(value) && value == std::floor(value); }
+// A whole number that converts to int64 exactly (|value| <= 2^53).
+bool whole(double value) {
+  return std::isfinite(value) && value == std::floor(value) &&
+         std::abs(value) <= 9007199254740992.0;
+}
 
 std::vector<MetricRow> read_metrics(const fs::path& path, Problem& problem) {
   std::vector<MetricRow> rows;
-  std::ifstream in(path);
+  std::istringstream in(read_text(path).value_or(""));
   std::string line;
   for (size_t number = 1; std::getline(in, line); ++number) {
     const json object = json::parse(line, nullptr, false);
@@ -97,7 +98,7 @@ std::vector<std::map<std::string, std::string>> checked_csv(const fs::path& path
                                                             const std::vector<const char*>& keys,
                                                             Problem& problem) {
   const auto rows = read_csv(path);
-  std::ifstream in(path);
+  std::istringstream in(read_text(path).value_or(""));
   size_t lines = 0;
   for (std::string line; std::getline(in, line);) lines += line.empty() ? 0 : 1;
   if (lines > 0 && rows.size() != lines - 1) {
@@ -253,7 +254,7 @@ std::vector<EvalRow> RunData::final_evals() const {
 
 std::vector<std::map<std::string, std::string>> read_csv(const fs::path& path) {
   std::vector<std::map<std::string, std::string>> rows;
-  std::ifstream in(path);
+  std::istringstream in(read_text(path).value_or(""));
   std::string line;
   if (!std::getline(in, line)) return rows;
   const std::vector<std::string> header = split(line, ',');

@@ -269,6 +269,8 @@ std::string escape_xml(const std::string& text) {
 
 std::vector<double> nice_ticks(double low, double high, int target_count, double min_step) {
   if (!(high > low)) return {low};
+  // Ranges near the ends of double (1e308) have no finite step: their ends are the ticks.
+  if (!std::isfinite(high - low)) return {low, high};
   const double raw = (high - low) / std::max(1, target_count);
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   double step = magnitude;
@@ -279,7 +281,8 @@ std::vector<double> nice_ticks(double low, double high, int target_count, double
   step = std::max(step, min_step);
   std::vector<double> ticks;
   const double first = std::floor(low / step + 1e-9) * step;
-  for (int i = 0;; ++i) {
+  if (!std::isfinite(step) || !std::isfinite(first) || step <= 0) return {low, high};
+  for (int i = 0; i < 1000; ++i) {
     const double t = first + i * step;
     ticks.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
     if (t >= high - step * 1e-9) break;

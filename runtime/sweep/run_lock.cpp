@@ -14,9 +14,9 @@ namespace memscript {
 
 namespace fs = std::filesystem;
 
-RunLock RunLock::try_acquire(const fs::path& lock_file) {
+RunLock RunLock::try_acquire(const fs::path& lock_file, bool create_folder) {
   std::error_code error;
-  fs::create_directories(lock_file.parent_path(), error);
+  if (create_folder) fs::create_directories(lock_file.parent_path(), error);
   if (error) {
     throw UserError("cannot create lock folder " + lock_file.parent_path().string() + ": " +
                     error.message());

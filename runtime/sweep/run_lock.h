@@ -15,8 +15,9 @@ constexpr const char* kRunLockFile = ".lock";
 class RunLock {
  public:
   // Takes the lock without waiting; an unlocked RunLock (locked() false) when another process
-  // holds it. Creates the lock file and its folder. Throws UserError when it cannot.
-  static RunLock try_acquire(const std::filesystem::path& lock_file);
+  // holds it. Creates the lock file, and its folder unless `create_folder` is false (a run
+  // folder to resume must exist as it is). Throws UserError when it cannot.
+  static RunLock try_acquire(const std::filesystem::path& lock_file, bool create_folder = true);
 
   RunLock(RunLock&& other) noexcept;
   RunLock& operator=(RunLock&& other) noexcept;

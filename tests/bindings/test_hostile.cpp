@@ -138,6 +138,11 @@ TEST_CASE("impossible sizes are refused before anything is allocated, naming the
       {"local t = ms.task.parity{ p_one = 0.5 } local m = " + decoder("lstm") +
            " ms.evaluate(m, t, { lengths = { 1e9 }, batch = 1000 })",
        "ms.evaluate: a batch of batch = 1000 at length 1000000000"},
+      // A range to the largest integer: refused at once, not checked length by length.
+      {"local t = ms.task.dyck{ pairs = 2 } local m = " + decoder("lstm", ", vocab = 4") +
+           " ms.train{ model = m, task = t, steps = 1, batch = 1, length = { min = 2, max = "
+           "math.maxinteger } }",
+       "would need at least"},
   };
   for (const auto& [code, message] : cases) {
     INFO(code);
@@ -145,4 +150,18 @@ TEST_CASE("impossible sizes are refused before anything is allocated, naming the
     CHECK_THAT(error, Contains(message));
     CHECK(error.find("bad_alloc") == std::string::npos);
   }
+}
+
+TEST_CASE("plots of numbers near the ends of double finish, with their ends as ticks") {
+  REQUIRE_LUA_OK(
+      "ms.plot{ file = 'big.svg', lines = { { label = 'a', x = { 1, 2 }, y = { -1e308, 1e308 } } } "
+      "}\n"
+      "ms.plot{ file = 'wide.svg', lines = { { label = 'a', x = { -1e308, 1e308 }, y = { 0, 1 } } "
+      "} }\n");
+}
+
+TEST_CASE("require takes module names below the script's folder only") {
+  const Ran absolute = run_lua("require '/etc/passwd'");
+  CHECK(absolute.code == 1);
+  CHECK_THAT(absolute.error, Contains("a module name is a path below the script's folder"));
 }

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -117,6 +118,7 @@ TEST_CASE("values stored in config.json are checked like the command line's") {
       {{"threads", 100000}, "'threads' = 100000 must be between 1 and 1024"},
       {{"threads", -1}, "'threads' = -1 must be between"},
       {{"threads", "four"}, "'threads' must be a whole number"},
+      {{"threads", 1e30}, "'threads' must be a whole number"},
       {{"seed", "abc"}, "'seed' must be a whole number >= 0"},
       {{"seed", -5}, "'seed' must be a whole number >= 0"},
       {{"device", "tpu"}, "--device must be auto, cpu or cuda"},
@@ -259,6 +261,7 @@ TEST_CASE("os.exit ends the script with its code wherever it is called") {
       {"setmetatable({}, { __gc = function() os.exit(6) end }) collectgarbage() collectgarbage() "
        "print('after')",
        6},
+      {"load(function() os.exit(3) end) print('after')", 3},
       {"os.exit(true)", 0},
       {"os.exit(false)", 1},
   };
@@ -288,6 +291,7 @@ TEST_CASE("the --max-seconds limit ends a script cleanly wherever it is") {
       "while true do end",
       "while true do pcall(function() while true do end end) end",
       "local c = coroutine.wrap(function() while true do end end) c()",
+      "local function r() while true do end end while true do load(r) end",
   };
   for (const std::string& loop : loops) {
     INFO(loop);
@@ -309,6 +313,19 @@ TEST_CASE("the --max-seconds limit ends a script cleanly wherever it is") {
   CHECK_THAT(trained.err, Contains("the script ran past --max-seconds 1 after step"));
   CHECK(read_file(cwd / "runs/train/status") == "interrupted\n");
   CHECK(fs::is_regular_file(cwd / "runs/train/checkpoint.pt"));
+  // Under --unsafe the deadline holds as well.
+  cwd.write("pcalls.lua", "while true do pcall(function() while true do end end) end\n");
+  const ProcessResult unsafe = run_cli({"--unsafe", "--max-seconds", "0.5", "pcalls.lua"}, cwd);
+  CHECK(unsafe.exit_code == 1);
+  CHECK_THAT(unsafe.err, Contains("the script ran past --max-seconds 0.5"));
+  // Where nothing can interrupt the script (a finalizer runs without hooks), the watchdog ends
+  // the process a grace period later (5 s here).
+  cwd.write("finalizer.lua",
+            "setmetatable({}, { __gc = function() while true do end end }) collectgarbage()\n");
+  const ProcessResult stuck = run_cli({"--max-seconds", "0.5", "finalizer.lua"}, cwd);
+  CHECK(stuck.exit_code == 1);
+  CHECK_THAT(stuck.err,
+             Contains("the script ran past --max-seconds 0.5 and did not stop within 5 s"));
   for (const char* bad : {"0", "-1", "abc", "1e99"}) {
     const ProcessResult r = run_cli({"--max-seconds", bad, "loop.lua"}, cwd);
     CHECK(r.exit_code == 2);
@@ -336,4 +353,33 @@ TEST_CASE("the --max-memory limit ends a script that needs more, with a clear er
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("--max-memory expects a size of at least 64M"));
   }
+}
+
+TEST_CASE("a shared run folder's special files neither block nor flood a rerun or a report") {
+  TempDir cwd;
+  REQUIRE(train(cwd, "runs").exit_code == 0);
+  fs::remove(cwd / "runs/train/status");
+  REQUIRE(::mkfifo((cwd / "runs/train/status").c_str(), 0644) == 0);
+  fs::remove(cwd / "runs/train/metrics.jsonl");
+  fs::create_symlink("/dev/zero", cwd / "runs/train/metrics.jsonl");
+  cwd.write("report.lua", "local r = ms.report{ runs = '.' } print('runs', r.runs)\n");
+  const ProcessResult report = run_cli({"--out", "runs", "report.lua"}, cwd);
+  INFO(report.err);
+  CHECK(report.exit_code == 0);
+  const ProcessResult resume = run_cli({"--quiet", "--resume", "runs/train"}, cwd);
+  INFO(resume.err);
+  CHECK(resume.exit_code != 0);  // it does not hang: the test would time out
+}
+
+TEST_CASE("a dangling symlink inside the output folder cannot be written through") {
+  TempDir cwd;
+  fs::create_directories(cwd / "out");
+  fs::create_directories(cwd / "outside");
+  fs::create_symlink(cwd / "outside/created", cwd / "out/notes");
+  cwd.write("through.lua",
+            "local f = assert(io.open(ms.out .. '/notes', 'w')) f:write('x') f:close()\n");
+  const ProcessResult r = run_cli({"--out", "out", "through.lua"}, cwd);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("is outside the output folder"));
+  CHECK(!fs::exists(cwd / "outside/created"));
 }

@@ -364,3 +364,23 @@ TEST_CASE("an SVG chart draws no y tick outside its plot when the range is widen
   CHECK(svg.find(">0.4</text>") == std::string::npos);
   CHECK(svg.find(">0.8</text>") == std::string::npos);
 }
+
+TEST_CASE("damaged numbers and command lines in a sweep's files neither crash nor mislead") {
+  TempDir root;
+  std::vector<FakeRun> runs = fake_runs();
+  runs[2].status = "failed: boom";
+  write_sweep(root, runs, 3);
+  // A manifest whose command line is only a shard option.
+  std::string manifest = read_file(root / "s/sweep.json");
+  manifest.insert(1, "\"command_line\":[\"--shard\",\"0/3\"],");
+  root.write("s/sweep.json", manifest);
+  // A step too large for an integer.
+  const std::string run = fake_run_name(runs[0]);
+  root.write("s/" + run + "/metrics.jsonl", "{\"step\": 1e300, \"loss\": 0.5}\n");
+  const ReportSummary summary = report_of(root);
+  REQUIRE_FALSE(summary.rerun.empty());
+  INFO(summary.rerun[0]);
+  CHECK(summary.rerun.back().rfind("memscript --shard", 0) == 0);
+  REQUIRE(summary.skipped.size() == 1);
+  CHECK_THAT(summary.skipped[0], Contains("no step number"));
+}

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -113,4 +114,38 @@ TEST_CASE("a run folder refuses names and symlinks that lead out of it") {
   CHECK(path_inside(folder.path() / "a/b", folder.path()));
   CHECK(!path_inside(folder.path() / "checkpoints/a", folder.path()));
   CHECK(!path_inside(folder.path() / "../run-x", folder.path()));
+}
+
+TEST_CASE("a dangling symlink leads where a write through it would land") {
+  TempDir root;
+  fs::create_directories(root / "out");
+  fs::create_directories(root / "outside");
+  fs::create_symlink(root / "outside/new", root / "out/dangling");
+  fs::create_symlink("../outside/new", root / "out/relative");
+  CHECK_FALSE(path_inside(root / "out/dangling", root / "out"));
+  CHECK_FALSE(path_inside(root / "out/relative", root / "out"));
+  CHECK(path_inside(root / "out/not-yet/file", root / "out"));
+  fs::create_symlink("loop", root / "out/loop");
+  CHECK_FALSE(path_inside(root / "out/loop/x", root / "out"));
+}
+
+TEST_CASE("files are created as open(0666) would under the user's umask") {
+  TempDir root;
+  write_file_atomic(root / "probe", "x");  // the writer reads the umask once
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  write_file_atomic(root / "file", "x");
+  const auto perms = static_cast<mode_t>(fs::status(root / "file").permissions());
+  CHECK((perms & 0777) == (0666 & ~mask));
+}
+
+TEST_CASE("read_regular_file reads regular files and refuses FIFOs, devices and large files") {
+  TempDir root;
+  root.write("a", "content");
+  CHECK(read_regular_file(root / "a") == std::optional<std::string>("content"));
+  CHECK(read_regular_file(root / "a", 3) == std::nullopt);
+  CHECK(read_regular_file(root / "missing") == std::nullopt);
+  CHECK(read_regular_file("/dev/zero") == std::nullopt);
+  REQUIRE(::mkfifo((root / "fifo").c_str(), 0644) == 0);
+  CHECK(read_regular_file(root / "fifo") == std::nullopt);
 }
