@@ -280,6 +280,10 @@ TEST_CASE("fuzz: random calls and option tables never crash and fail with one cl
   const std::vector<std::string> mixers = memscript::mixer_names();
   const std::vector<std::string>& optimizers = memscript::optimizer_kinds();
   Generator generate(20261125);
+  // Each snippet gets 5 s; the deadline is lifted again however the test ends.
+  struct LiftDeadline {
+    ~LiftDeadline() { memscript::set_deadline(1e9); }
+  } lift;
   int failures = 0;
   int successes = 0;
   for (int i = 0; i < 3000; ++i) {
@@ -309,7 +313,6 @@ TEST_CASE("fuzz: random calls and option tables never crash and fail with one cl
     CHECK(message.find("unknown C++ exception") == std::string::npos);
     CHECK(message.rfind("fuzz:", 0) == 0);  // the script position comes first
   }
-  memscript::set_deadline(1e9);
   // The generator must reach both outcomes, or it is testing nothing.
   CHECK(failures > 100);
   CHECK(successes > 100);

@@ -30,7 +30,7 @@ GptMixerImpl::GptMixerImpl(const MixerContext& context, Options& options)
       heads_(context.heads),
       head_dim_(options.integer("head_dim", context.d_model / context.heads, {.min = 1})),
       positions_(options.string("positions", "learned", kPositionKinds)),
-      max_length_(options.integer("max_length", 1024, {.min = 1})),
+      max_length_(options.integer("max_length", 1024, {.min = 1, .max = 1 << 24})),
       rope_base_(options.number("rope_base", 10000.0, 1.0)),
       impl_(read_impl(options)) {
   if (positions_ == "rope" && head_dim_ % 2 != 0) {
