@@ -79,7 +79,8 @@ LengthScores unmeasured(int64_t length) {
   LengthScores scores;
   scores.length = length;
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  scores.accuracy = scores.sequence_accuracy = scores.precision = scores.recall = scores.loss = nan;
+  scores.accuracy = scores.sequence_accuracy = scores.precision = scores.recall = scores.loss =
+      scores.scaled_accuracy = nan;
   return scores;
 }
 

@@ -1,5 +1,7 @@
 #include "runtime/evaluate.h"
 
+#include <cmath>
+
 #include "runtime/batch.h"
 #include "runtime/memory.h"
 #include "runtime/stop_signal.h"
@@ -43,7 +45,10 @@ LengthScores evaluate_length(DecoderImpl& model, const Task& task, const EvalSpe
     accumulator.add(predictions.data_ptr<int64_t>(), host.targets.data(), host.mask.data(),
                     host.batch, loss_sum);
   }
-  return accumulator.finish();
+  LengthScores scores = accumulator.finish();
+  const double chance = task.chance();
+  scores.scaled_accuracy = chance < 1 ? (scores.accuracy - chance) / (1 - chance) : NAN;
+  return scores;
 }
 
 }  // namespace
@@ -75,7 +80,8 @@ nlohmann::json scores_json(const LengthScores& scores) {
           {"recall", scores.recall},
           {"loss", scores.loss},
           {"scored", scores.scored},
-          {"sequences", scores.sequences}};
+          {"sequences", scores.sequences},
+          {"scaled_accuracy", scores.scaled_accuracy}};
 }
 
 }  // namespace memscript

@@ -18,6 +18,7 @@ struct LengthScores {
   double precision = 0;                      // macro, over the classes that occur in the targets
   double recall = 0;                         // macro, over the classes that occur in the targets
   double loss = 0;                           // mean cross-entropy per scored position
+  double scaled_accuracy = 0;  // (accuracy - chance) / (1 - chance): 0 at chance, 1 perfect
   std::vector<double> accuracy_by_position;  // NaN where no sequence scores that position
 };
 

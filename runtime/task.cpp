@@ -124,13 +124,47 @@ HostBatch sample_host_batch(const Task& task, int64_t batch, LengthRange lengths
   return out;
 }
 
+namespace {
+
+// score = "last": the task as it is, scored at its final position only.
+class LastPositionTask : public Task {
+ public:
+  explicit LastPositionTask(std::shared_ptr<Task> task) : task_(std::move(task)) {}
+
+  std::string name() const override { return task_->name(); }
+  int64_t vocab_size() const override { return task_->vocab_size(); }
+  int64_t num_classes() const override { return task_->num_classes(); }
+  nlohmann::json config() const override {
+    nlohmann::json config = task_->config();
+    config["score"] = "last";
+    return config;
+  }
+  void check_length(int64_t length) const override { task_->check_length(length); }
+  void generate(Rng& rng, SequenceView sequence) const override {
+    task_->generate(rng, sequence);
+    for (int64_t t = 0; t + 1 < sequence.length; ++t) sequence.mask[t] = false;
+  }
+  double chance() const override { return task_->chance(); }
+  std::string token_text(int64_t token) const override { return task_->token_text(token); }
+  std::string target_text(int64_t target) const override { return task_->target_text(target); }
+
+ private:
+  std::shared_ptr<Task> task_;
+};
+
+}  // namespace
+
+double Task::chance() const { return 1.0 / static_cast<double>(num_classes()); }
+
 std::shared_ptr<Task> make_task(const std::string& name, Options& options) {
   auto found = task_table().find(name);
   if (found == task_table().end()) {
     throw UserError("unknown task '" + name + "'; tasks: " + join(task_names(), ", "));
   }
+  const std::string score = options.string("score", "all", {"all", "last"});
   std::shared_ptr<Task> task = found->second(options);
   options.finish();
+  if (score == "last") task = std::make_shared<LastPositionTask>(std::move(task));
   return task;
 }
 

@@ -43,6 +43,9 @@ class Task {
   virtual void check_length(int64_t length) const;
   // Fills one sequence; all randomness comes from rng.
   virtual void generate(Rng& rng, SequenceView sequence) const = 0;
+  // The accuracy of guessing a class uniformly at random, the zero of scaled_accuracy:
+  // 1 / num_classes (Grazzi et al.'s and the Chomsky hierarchy's normalization).
+  virtual double chance() const;
 
   // How `show` prints one input token and one target: numbers unless a task knows better
   // (bracket glyphs for Dyck, k/v names for MQAR).
@@ -77,7 +80,10 @@ HostBatch sample_host_batch(const Task& task, int64_t batch, LengthRange lengths
 // character.
 std::string show_examples(const Task& task, int64_t length, int64_t n, uint64_t seed);
 
-// Builds a task by its registered name ("parity", ...), reading and checking its options.
+// Builds a task by its registered name ("parity", ...), reading and checking its options,
+// and the option every task takes: score = "all" (every position the task labels) or "last"
+// (only the final position, when the task labels it: the answer-only protocol of Delétang et
+// al. and Grazzi et al.).
 std::shared_ptr<Task> make_task(const std::string& name, Options& options);
 std::vector<std::string> task_names();
 

@@ -17,15 +17,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kEvalCsvHeader =
-    "step,length,accuracy,sequence_accuracy,precision,recall,loss,scored,sequences";
+    "step,length,accuracy,sequence_accuracy,precision,recall,loss,scored,sequences,"
+    "scaled_accuracy";
 constexpr const char* kPositionsHeader = "step,length,position,accuracy";
 
 std::string eval_csv_row(int64_t step, const LengthScores& s) {
   char buffer[256];
-  std::snprintf(buffer, sizeof buffer, "%lld,%lld,%.6f,%.6f,%.6f,%.6f,%.6f,%lld,%lld",
+  std::snprintf(buffer, sizeof buffer, "%lld,%lld,%.6f,%.6f,%.6f,%.6f,%.6f,%lld,%lld,%.6f",
                 static_cast<long long>(step), static_cast<long long>(s.length), s.accuracy,
                 s.sequence_accuracy, s.precision, s.recall, s.loss,
-                static_cast<long long>(s.scored), static_cast<long long>(s.sequences));
+                static_cast<long long>(s.scored), static_cast<long long>(s.sequences),
+                s.scaled_accuracy);
   return buffer;
 }
 

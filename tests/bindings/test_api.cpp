@@ -286,3 +286,20 @@ TEST_CASE("ms.evaluate returns the scores by length and the summary beyond the t
     local _, none = ms.evaluate(m, p, { lengths = { 8 }, batches = 1, batch = 4 })
     assert(none.beyond_accuracy ~= none.beyond_accuracy))lua");
 }
+
+TEST_CASE("scores carry scaled accuracy, and score = 'last' scores one position per sequence") {
+  REQUIRE_LUA_OK(
+      "local t = ms.task.parity{ p_one = 0.5, score = 'last' }\n"
+      "assert(t:config().score == 'last')\n"
+      "local m = ms.model.decoder{ mixer = 'lstm', d_model = 4, heads = 1, layers = 1, task = t }\n"
+      "local s = ms.evaluate(m, t, { lengths = { 8 }, batches = 2, batch = 4 })[8]\n"
+      "assert(s.scored == 8, s.scored)\n"
+      "assert(math.abs(s.scaled_accuracy - (s.accuracy - 0.5) / 0.5) < 1e-12)\n"
+      "local k = ms.task.modular_arithmetic{}\n"
+      "local mk = ms.model.decoder{ mixer = 'lstm', d_model = 4, heads = 1, layers = 1, task = k }\n"
+      "local c = 1 / k:num_classes()\n"
+      "local r = ms.evaluate(mk, k, { lengths = { 6 }, batches = 1, batch = 4 })[6]\n"
+      "assert(math.abs(r.scaled_accuracy - (r.accuracy - c) / (1 - c)) < 1e-12)\n");
+  CHECK_THAT(run_lua("ms.task.parity{ score = 'first' }").error,
+             Contains("option 'score' must be one of all, last"));
+}

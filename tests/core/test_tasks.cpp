@@ -52,3 +52,44 @@ TEST_CASE("every task rejects length 0, batch 0 and unknown options") {
   REQUIRE_THROWS_WITH(test::build_task(name, [](Options& o) { o.set("bogus", {int64_t{1}}); }),
                       Contains("unknown option 'bogus' = 1"));
 }
+
+TEST_CASE("score = \"last\" scores every task at its final position only, with its label there") {
+  for (const std::string& name : task_names()) {
+    INFO(name);
+    Options all_options("test"), last_options("test");
+    last_options.set("score", {std::string("last")});
+    if (name == "parity") {
+      all_options.set("p_one", {0.5});
+      last_options.set("p_one", {0.5});
+    }
+    const std::shared_ptr<Task> all = make_task(name, all_options);
+    const std::shared_ptr<Task> last = make_task(name, last_options);
+    CHECK(last->config()["score"] == "last");
+    CHECK(last->chance() == all->chance());
+    const int64_t length = name == "mqar" ? 64 : 16;
+    const HostBatch a = sample_host_batch(*all, 8, {length, length}, 3);
+    const HostBatch b = sample_host_batch(*last, 8, {length, length}, 3);
+    CHECK(a.inputs == b.inputs);
+    CHECK(a.targets == b.targets);
+    for (int64_t i = 0; i < 8; ++i) {
+      for (int64_t t = 0; t < length; ++t) {
+        const size_t cell = static_cast<size_t>(i * length + t);
+        CHECK(b.mask[cell] == (t == length - 1 ? a.mask[cell] : 0));
+      }
+    }
+  }
+  // The answer at the end of a parity sequence, against counting its ones.
+  Options parity("test");
+  parity.set("score", {std::string("last")});
+  parity.set("p_one", {0.5});
+  const HostBatch batch = sample_host_batch(*make_task("parity", parity), 16, {9, 9}, 5);
+  for (int64_t i = 0; i < 16; ++i) {
+    int64_t ones = 0;
+    for (int64_t t = 0; t < 9; ++t) ones += batch.inputs[static_cast<size_t>(i * 9 + t)];
+    CHECK(batch.targets[static_cast<size_t>(i * 9 + 8)] == ones % 2);
+    CHECK(batch.mask[static_cast<size_t>(i * 9 + 8)] == 1);
+  }
+  Options bad("test");
+  bad.set("score", {std::string("first")});
+  CHECK_THROWS_WITH(make_task("parity", bad), Contains("option 'score'"));
+}

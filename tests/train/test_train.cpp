@@ -74,7 +74,7 @@ TEST_CASE("training writes metrics, evaluations, positions, a checkpoint and its
     CHECK(first.contains(key));
   CHECK(run.file("eval.csv")
             .rfind("step,length,accuracy,sequence_accuracy,precision,recall,loss,scored,"
-                   "sequences\n4,12,",
+                   "sequences,scaled_accuracy\n4,12,",
                    0) == 0);
   const std::string positions = run.file("eval_positions.csv");
   CHECK(positions.rfind("step,length,position,accuracy\n4,12,1,", 0) == 0);
