@@ -231,8 +231,19 @@ std::vector<LengthScores> unmeasured_scores(const std::vector<int64_t>& lengths)
   return all;
 }
 
-void push_train_result(lua_State* L, const TrainResult& result, const std::string& out) {
-  lua_createtable(L, 0, 8);
+// { { min =, max =, accuracy =, scaled_accuracy = }, ... }: each range's one number.
+void push_ranges(lua_State* L, const EvalSpec& spec, const std::vector<LengthScores>& scores) {
+  const std::vector<RangeScores> ranges = range_scores(spec, scores);
+  lua_createtable(L, static_cast<int>(ranges.size()), 0);
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    push_json(L, range_json(ranges[i]));
+    lua_rawseti(L, -2, static_cast<lua_Integer>(i + 1));
+  }
+}
+
+void push_train_result(lua_State* L, const TrainResult& result, const std::string& out,
+                       const EvalSpec& eval) {
+  lua_createtable(L, 0, 9);
   lua_pushinteger(L, result.steps);
   lua_setfield(L, -2, "steps");
   lua_pushboolean(L, result.stopped_early);
@@ -251,6 +262,8 @@ void push_train_result(lua_State* L, const TrainResult& result, const std::strin
   }
   push_scores_by_length(L, result.scores);
   lua_setfield(L, -2, "scores");
+  push_ranges(L, eval, result.scores);
+  lua_setfield(L, -2, "ranges");
 }
 
 // Trains; an interrupt (SIGINT/SIGTERM) ends the script with exit code 128 + signal once the
@@ -272,7 +285,7 @@ int push_untrained_result(lua_State* L, const TrainSpec& spec, const char* flag)
   TrainResult planned;
   planned.beyond_accuracy = std::numeric_limits<double>::quiet_NaN();
   planned.scores = unmeasured_scores(spec.eval.lengths);
-  push_train_result(L, planned, "");
+  push_train_result(L, planned, "", spec.eval);
   lua_pushboolean(L, true);
   lua_setfield(L, -2, flag);
   return 1;
@@ -384,13 +397,16 @@ int train_binding(lua_State* L) {
   } flag{current, current.training};
   current.training = true;
   const TrainResult result = run_training(*model, *task, *optimizer, spec, folder, hooks);
-  push_train_result(L, result, folder.path().string());
+  push_train_result(L, result, folder.path().string(), spec.eval);
   return 1;
 }
 
-// { train_length =, beyond_accuracy = }
-void push_summary(lua_State* L, const std::vector<LengthScores>& scores, int64_t train_length) {
-  lua_createtable(L, 0, 2);
+// { train_length =, beyond_accuracy =, ranges = }
+void push_summary(lua_State* L, const EvalSpec& spec, const std::vector<LengthScores>& scores,
+                  int64_t train_length) {
+  lua_createtable(L, 0, 3);
+  push_ranges(L, spec, scores);
+  lua_setfield(L, -2, "ranges");
   if (train_length > 0) {
     lua_pushinteger(L, train_length);
     lua_setfield(L, -2, "train_length");
@@ -416,12 +432,12 @@ int evaluate_binding(lua_State* L) {
     std::printf("dry run: evaluate at lengths %s\n", nlohmann::json(spec.lengths).dump().c_str());
     const std::vector<LengthScores> scores = unmeasured_scores(spec.lengths);
     push_scores_by_length(L, scores);
-    push_summary(L, scores, train_length);
+    push_summary(L, spec, scores, train_length);
     return 2;
   }
   const std::vector<LengthScores> scores = evaluate(*model, *task, spec);
   push_scores_by_length(L, scores);
-  push_summary(L, scores, train_length);
+  push_summary(L, spec, scores, train_length);
   return 2;
 }
 

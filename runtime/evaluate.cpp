@@ -1,6 +1,7 @@
 #include "runtime/evaluate.h"
 
 #include <cmath>
+#include <set>
 
 #include "runtime/batch.h"
 #include "runtime/memory.h"
@@ -9,12 +10,92 @@
 namespace memscript {
 
 nlohmann::json EvalSpec::config() const {
-  return {{"lengths", lengths}, {"batches", batches}, {"batch", batch}, {"seed", seed}};
+  nlohmann::json config = {
+      {"lengths", lengths}, {"batches", batches}, {"batch", batch}, {"seed", seed}};
+  if (!ranges.empty()) {  // written only when given: earlier run folders' configs stay as they were
+    config["ranges"] = nlohmann::json::array();
+    for (const LengthRange& r : ranges)
+      config["ranges"].push_back({{"min", r.min}, {"max", r.max}});
+  }
+  return config;
+}
+
+namespace {
+
+// Far more than any protocol evaluates (the Chomsky hierarchy's 41..500 is 460).
+constexpr size_t kMaxEvalLengths = 100000;
+
+void read_eval_lengths(Options& options, EvalSpec& spec) {
+  const OptionValue* value = options.raw("lengths");
+  if (!value) return;
+  const auto* list = std::get_if<std::shared_ptr<OptionList>>(&value->value);
+  if (!list) {
+    spec.lengths = options.integers("lengths", {}, {.min = 1});  // its own error for the type
+    return;
+  }
+  std::set<int64_t> seen;
+  const auto add = [&](int64_t length) {
+    if (seen.insert(length).second) spec.lengths.push_back(length);
+    if (spec.lengths.size() > kMaxEvalLengths)
+      options.fail("lengths", "holds more than " + std::to_string(kMaxEvalLengths) + " lengths");
+  };
+  for (size_t i = 0; i < (*list)->size(); ++i) {
+    const OptionValue& item = (**list)[i];
+    const std::string where = "lengths[" + std::to_string(i + 1) + "]";
+    if (const auto* table = std::get_if<std::shared_ptr<Options>>(&item.value)) {
+      Options range = **table;
+      const int64_t min = range.integer("min", 1, {.min = 1});
+      const int64_t max = range.integer("max", min, {.min = 1});
+      range.finish();
+      if (min > max || max - min >= static_cast<int64_t>(kMaxEvalLengths)) {
+        options.fail(where, "= { min = " + std::to_string(min) + ", max = " + std::to_string(max) +
+                                " } must have min <= max and at most " +
+                                std::to_string(kMaxEvalLengths) + " lengths");
+      }
+      spec.ranges.push_back({min, max});
+      for (int64_t length = min; length <= max; ++length) add(length);
+    } else if (const auto* length = std::get_if<int64_t>(&item.value); length && *length >= 1) {
+      add(*length);
+    } else if (const auto* number = std::get_if<double>(&item.value);
+               number && *number >= 1 && *number <= 9007199254740992.0 &&
+               *number == std::floor(*number)) {
+      add(static_cast<int64_t>(*number));  // 1e9 as Lua writes it
+    } else {
+      options.fail(where, "must be a length >= 1 or a range { min =, max = }, got " + item.show());
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<RangeScores> range_scores(const EvalSpec& spec,
+                                      const std::vector<LengthScores>& scores) {
+  std::vector<RangeScores> out;
+  for (const LengthRange& range : spec.ranges) {
+    double accuracy = 0, scaled = 0;
+    int64_t count = 0;
+    for (const LengthScores& s : scores) {
+      if (s.length < range.min || s.length > range.max) continue;
+      accuracy += s.accuracy;
+      scaled += s.scaled_accuracy;
+      ++count;
+    }
+    const double n = static_cast<double>(count);
+    out.push_back({range, count ? accuracy / n : NAN, count ? scaled / n : NAN});
+  }
+  return out;
+}
+
+nlohmann::json range_json(const RangeScores& scores) {
+  return {{"min", scores.range.min},
+          {"max", scores.range.max},
+          {"accuracy", scores.accuracy},
+          {"scaled_accuracy", scores.scaled_accuracy}};
 }
 
 EvalSpec read_eval_spec(Options& options) {
   EvalSpec spec;
-  spec.lengths = options.integers("lengths", {}, {.min = 1});
+  read_eval_lengths(options, spec);
   spec.batches = options.integer("batches", spec.batches, {.min = 1});
   spec.batch = options.integer("batch", spec.batch, {.min = 1});
   spec.seed =

@@ -16,7 +16,8 @@ namespace memscript {
 constexpr uint64_t kDefaultEvalSeed = 20260101;
 
 struct EvalSpec {
-  std::vector<int64_t> lengths;
+  std::vector<int64_t> lengths;     // every length evaluated, a range's lengths included
+  std::vector<LengthRange> ranges;  // given as { min =, max = }: also reported as one mean
   int64_t batches = 10;
   int64_t batch = 32;
   uint64_t seed = kDefaultEvalSeed;
@@ -24,8 +25,20 @@ struct EvalSpec {
   nlohmann::json config() const;
 };
 
-// Reads lengths, batches, batch, seed (and leaves other keys to the caller).
+// Reads lengths (each a length or a range { min =, max = }: every length in it, as the
+// Chomsky-hierarchy protocol's 41..500), batches, batch, seed (and leaves other keys to the
+// caller).
 EvalSpec read_eval_spec(Options& options);
+
+// A range's one number: the mean over its lengths, each weighing the same.
+struct RangeScores {
+  LengthRange range;
+  double accuracy;
+  double scaled_accuracy;
+};
+std::vector<RangeScores> range_scores(const EvalSpec& spec,
+                                      const std::vector<LengthScores>& scores);
+nlohmann::json range_json(const RangeScores& scores);
 
 // The seed of evaluation batch `index` at `length`: shared by every model and run.
 uint64_t eval_batch_seed(uint64_t seed, int64_t length, int64_t index);

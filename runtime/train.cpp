@@ -224,19 +224,30 @@ class Trainer {
     std::vector<LengthScores> scores = evaluate(model_, task_, spec_.eval, true);
     nlohmann::json by_length = nlohmann::json::object();
     std::string summary = "eval @" + std::to_string(step) + ":";
+    const std::vector<RangeScores> ranges = range_scores(spec_.eval, scores);
     for (const LengthScores& s : scores) {
       by_length[std::to_string(s.length)] = scores_json(s);
       eval_csv_.add(eval_csv_row(step, s));
       for (const std::string& row : position_rows(step, s)) positions_.add(row);
+      if (!ranges.empty()) continue;  // a range's lengths are summed up below
       char part[64];
       std::snprintf(part, sizeof part, "  L=%lld acc %.4f", static_cast<long long>(s.length),
                     s.accuracy);
       summary += part;
     }
-    metrics_.add(nlohmann::json{{"step", step},
-                                {"eval", by_length},
-                                {"beyond_accuracy", mean_accuracy_beyond(scores, spec_.length.max)}}
-                     .dump());
+    nlohmann::json line = {{"step", step},
+                           {"eval", by_length},
+                           {"beyond_accuracy", mean_accuracy_beyond(scores, spec_.length.max)}};
+    if (!ranges.empty()) line["ranges"] = nlohmann::json::array();
+    for (const RangeScores& r : ranges) {
+      line["ranges"].push_back(range_json(r));
+      char part[96];
+      std::snprintf(part, sizeof part, "  L=%lld..%lld acc %.4f",
+                    static_cast<long long>(r.range.min), static_cast<long long>(r.range.max),
+                    r.accuracy);
+      summary += part;
+    }
+    metrics_.add(line.dump());
     flush_logs();
     progress_.message(summary);
     return scores;

@@ -296,10 +296,40 @@ TEST_CASE("scores carry scaled accuracy, and score = 'last' scores one position 
       "assert(s.scored == 8, s.scored)\n"
       "assert(math.abs(s.scaled_accuracy - (s.accuracy - 0.5) / 0.5) < 1e-12)\n"
       "local k = ms.task.modular_arithmetic{}\n"
-      "local mk = ms.model.decoder{ mixer = 'lstm', d_model = 4, heads = 1, layers = 1, task = k }\n"
+      "local mk = ms.model.decoder{ mixer = 'lstm', d_model = 4, heads = 1, layers = 1, task = k "
+      "}\n"
       "local c = 1 / k:num_classes()\n"
       "local r = ms.evaluate(mk, k, { lengths = { 6 }, batches = 1, batch = 4 })[6]\n"
       "assert(math.abs(r.scaled_accuracy - (r.accuracy - c) / (1 - c)) < 1e-12)\n");
   CHECK_THAT(run_lua("ms.task.parity{ score = 'first' }").error,
              Contains("option 'score' must be one of all, last"));
+}
+
+TEST_CASE("evaluation lengths may be ranges: every length in them, and one mean per range") {
+  REQUIRE_LUA_OK(
+      "local t = ms.task.parity{ p_one = 0.5, score = 'last' }\n"
+      "local m = ms.model.decoder{ mixer = 'lstm', d_model = 4, heads = 1, layers = 1, task = t }\n"
+      "local scores, summary = ms.evaluate(m, t, { lengths = { 4, { min = 6, max = 9 }, 8 },\n"
+      "                                           batches = 1, batch = 4 })\n"
+      "local n = 0 for _ in pairs(scores) do n = n + 1 end\n"
+      "assert(n == 5 and scores[4] and scores[6] and scores[9], n)\n"
+      "local r = summary.ranges[1]\n"
+      "assert(r.min == 6 and r.max == 9 and #summary.ranges == 1)\n"
+      "local mean = (scores[6].accuracy + scores[7].accuracy + scores[8].accuracy + "
+      "scores[9].accuracy) / 4\n"
+      "assert(math.abs(r.accuracy - mean) < 1e-12)\n"
+      "local run = ms.train{ model = m, task = t, steps = 2, batch = 2, length = 4, out = "
+      "'ranges',\n"
+      "  eval = { lengths = { { min = 5, max = 7 } }, batches = 1, batch = 2 } }\n"
+      "assert(run.ranges[1].min == 5 and run.ranges[1].accuracy == run.ranges[1].accuracy)\n"
+      "local f = assert(io.open(run.out .. '/metrics.jsonl')) local text = f:read('a') f:close()\n"
+      "assert(text:find('\"ranges\":%[{\"accuracy\":'), text)\n");
+  CHECK_THAT(run_lua("ms.evaluate(ms.model.decoder{ mixer = 'lstm', vocab = 2, classes = 2 }, "
+                     "ms.task.parity{ p_one = 0.5 }, { lengths = { { min = 9, max = 6 } } })")
+                 .error,
+             Contains("option 'lengths[1]' = { min = 9, max = 6 } must have min <= max"));
+  CHECK_THAT(run_lua("ms.evaluate(ms.model.decoder{ mixer = 'lstm', vocab = 2, classes = 2 }, "
+                     "ms.task.parity{ p_one = 0.5 }, { lengths = { 'x' } })")
+                 .error,
+             Contains("option 'lengths[1]' must be a length >= 1 or a range"));
 }
