@@ -168,9 +168,7 @@ fs::path inside_root(lua_State* L, Options& options, const std::string& key,
                      const std::string& name) {
   const Settings& settings = session(L).settings;
   const fs::path path(name);
-  bool escapes = name.empty() || path.is_absolute();
-  for (const auto& part : path) escapes = escapes || part == "..";
-  if (escapes && !settings.unsafe) {
+  if (!is_relative_below(name) && !settings.unsafe) {
     options.fail(key, "= \"" + name + "\" must be a folder inside the output folder " +
                           settings.output_root.string() + ", named relative to it (no '..')");
   }

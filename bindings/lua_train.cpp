@@ -10,6 +10,7 @@
 #include "bindings/error.h"
 #include "bindings/session.h"
 #include "bindings/types.h"
+#include "runtime/run_folder.h"
 #include "runtime/stop_signal.h"
 #include "runtime/sweep/run_lock.h"
 #include "runtime/train.h"
@@ -34,10 +35,7 @@ void check_model_fits_task(const DecoderImpl& model, const Task& task) {
 std::string checked_run_name(Options& options, const Session& current) {
   std::string fallback = current.script.empty() ? "run" : current.script.stem().string();
   const std::string name = options.optional_string("out").value_or(fallback);
-  const fs::path path(name);
-  bool escapes = name.empty() || path.is_absolute();
-  for (const auto& part : path) escapes = escapes || part == "..";
-  if (escapes) {
+  if (!is_relative_below(name)) {
     options.fail("out", "= \"" + name + "\" must be a relative name inside the output folder " +
                             current.settings.output_root.string() + " (no '..')");
   }

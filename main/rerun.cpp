@@ -63,8 +63,8 @@ std::string first_word(const std::string& text) {
 // rather than trusted.
 void check_stored_out(const fs::path& run, const fs::path& real, const std::string& out) {
   const fs::path name = fs::path(out).lexically_normal();
-  bool valid = !out.empty() && !name.is_absolute();
-  for (const auto& part : name) valid = valid && part != ".." && part != ".";
+  bool valid = is_relative_below(out);
+  for (const auto& part : name) valid = valid && part != ".";
   if (!valid) bad_stored(run, "out", "= \"" + out + "\" is not a run name inside an output folder");
   std::vector<fs::path> parts(name.begin(), name.end());
   while (!parts.empty() && parts.back().empty()) parts.pop_back();  // a trailing separator

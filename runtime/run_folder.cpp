@@ -125,6 +125,14 @@ fs::path resolved(const fs::path& path) {
   return done;
 }
 
+bool is_relative_below(const std::string& name) {
+  const fs::path path(name);
+  if (name.empty() || path.is_absolute()) return false;
+  for (const auto& part : path)
+    if (part == "..") return false;
+  return true;
+}
+
 bool path_inside(const fs::path& path, const fs::path& folder) {
   const fs::path target = resolved(path);
   const fs::path root = resolved(folder);
@@ -164,11 +172,9 @@ RunFolder RunFolder::open(const fs::path& path) {
 }
 
 void RunFolder::write(const std::string& relative, const std::string& content) const {
-  const fs::path name(relative);
-  bool escapes = relative.empty() || name.is_absolute();
-  for (const auto& part : name) escapes = escapes || part == "..";
-  const fs::path target = path_ / name;
-  if (escapes) throw UserError("cannot write " + target.string() + ": not inside the run folder");
+  const fs::path target = path_ / relative;
+  if (!is_relative_below(relative))
+    throw UserError("cannot write " + target.string() + ": not inside the run folder");
   if (!path_inside(target.parent_path(), path_)) {
     throw UserError("cannot write " + target.string() + ": a symlink leads out of the run folder " +
                     path_.string());

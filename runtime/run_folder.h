@@ -16,6 +16,10 @@ namespace memscript {
 // planted under a predictable name) with mode 0644 once written.
 void write_file_atomic(const std::filesystem::path& path, const std::string& content);
 
+// True when `name` is a path below the folder it is joined to, read lexically: not empty, not
+// absolute, no ".." (a run name, a file of a run folder, a report folder).
+bool is_relative_below(const std::string& name);
+
 // True when `path`, with every symlink on the way resolved (dangling ones too: a write through
 // one creates its target), lies in `folder` (also resolved). What does not exist yet is taken
 // lexically.
