@@ -256,7 +256,32 @@ class Mamba(nn.Module):
         return self.out_proj(y)
 
 
+class Gpt(nn.Module):
+    # Softmax attention over the heads, with learned positions added to its input (positions =
+    # "learned", memscript's default) or none; the cross-check loads memscript's weights.
+    def __init__(self, d_model, config):
+        super().__init__()
+        if config["positions"] not in ("learned", "none"):
+            raise ValueError(f"gpt positions = {config['positions']!r} is not written here")
+        self.heads = config["heads"]
+        inner = self.heads * config["head_dim"]
+        self.qkv = linear(d_model, 3 * inner)
+        self.output = linear(inner, d_model)
+        self.positions = None
+        if config["positions"] == "learned":
+            self.positions = nn.Parameter(torch.randn(config["max_length"], d_model) * 0.5 ** 0.5)
+
+    def forward(self, x):
+        if self.positions is not None:
+            x = x + self.positions[:x.shape[1]]
+        q, k, v = (part.unflatten(-1, (self.heads, -1)).transpose(1, 2)
+                   for part in self.qkv(x).chunk(3, dim=-1))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.output(y.transpose(1, 2).flatten(2))
+
+
 MIXERS = {
+    "gpt": Gpt,
     "lstm": Lstm,
     "qlstm": Qlstm,
     "mingru": MinGru,

@@ -21,9 +21,10 @@ using memscript::test::random_tokens;
 
 namespace {
 
-// Every mixer pytorch_reference.py writes (gpt is not among them).
+// Every mixer pytorch_reference.py writes: all of memscript's.
 const char* const kReferenceMixers[] = {
-    "lstm", "qlstm", "mingru", "lru", "linear_attention", "deltanet", "gated_deltanet", "mamba"};
+    "lstm", "qlstm",    "mingru",         "lru",  "linear_attention",
+    "gpt",  "deltanet", "gated_deltanet", "mamba"};
 
 NamedTensors parameters_of(Decoder& model) {
   NamedTensors named;
