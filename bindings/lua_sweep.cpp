@@ -204,11 +204,17 @@ bool all_runs_complete(const fs::path& sweep_folder) {
   return true;
 }
 
+// Printed whatever --quiet says: the report leaves those runs out.
+void print_skipped(const report::ReportSummary& summary) {
+  for (const std::string& skipped : summary.skipped)
+    std::fprintf(stderr, "report: skipped %s\n", skipped.c_str());
+  std::fflush(stderr);
+}
+
 void print_summary(const report::ReportSummary& summary) {
   std::fprintf(stderr, "report: %s (%d runs, %d completed)\n",
                (summary.folder / "index.html").c_str(), summary.runs, summary.completed);
-  for (const std::string& skipped : summary.skipped)
-    std::fprintf(stderr, "report: skipped %s\n", skipped.c_str());
+  print_skipped(summary);
   if (!summary.incomplete.empty()) {
     std::fprintf(stderr, "report: %zu runs not completed; to rerun only them:\n",
                  summary.incomplete.size());
@@ -292,8 +298,7 @@ int report_binding(lua_State* L) {
   if (!settings.quiet) {
     print_summary(summary);
   } else {
-    for (const std::string& skipped : summary.skipped)
-      std::fprintf(stderr, "report: skipped %s\n", skipped.c_str());
+    print_skipped(summary);
   }
   push_summary(L, summary);
   set_boolean(L, "written", true);

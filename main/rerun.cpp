@@ -36,6 +36,10 @@ nlohmann::json read_config(const fs::path& run) {
   return config;
 }
 
+[[noreturn]] void bad_stored(const fs::path& run, const std::string& key, const std::string& what) {
+  throw UserError((run / "config.json").string() + ": '" + key + "' " + what);
+}
+
 // config.json's `key` as a T, `fallback` when absent; a value of another type is an error that
 // names the file and the key.
 template <typename T>
@@ -45,13 +49,8 @@ T stored(const nlohmann::json& config, const fs::path& run, const char* key, con
   try {
     return config.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw UserError((run / "config.json").string() + ": '" + key + "' must be " + expected +
-                    ", got " + config.at(key).dump());
+    bad_stored(run, key, std::string("must be ") + expected + ", got " + config.at(key).dump());
   }
-}
-
-[[noreturn]] void bad_stored(const fs::path& run, const std::string& key, const std::string& what) {
-  throw UserError((run / "config.json").string() + ": '" + key + "' " + what);
 }
 
 std::string first_word(const std::string& text) {

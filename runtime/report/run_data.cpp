@@ -21,10 +21,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Regular files only, and not endless ones: a shared run folder may hold a FIFO or a link to
-// a device where a log should be.
-std::optional<std::string> read_text(const fs::path& path) { return read_regular_file(path); }
-
 std::vector<std::string> split(const std::string& line, char separator) {
   std::vector<std::string> parts;
   std::string part;
@@ -71,7 +67,7 @@ bool whole(double value) {
 
 std::vector<MetricRow> read_metrics(const fs::path& path, Problem& problem) {
   std::vector<MetricRow> rows;
-  std::istringstream in(read_text(path).value_or(""));
+  std::istringstream in(read_regular_file(path).value_or(""));
   std::string line;
   for (size_t number = 1; std::getline(in, line); ++number) {
     const json object = json::parse(line, nullptr, false);
@@ -98,7 +94,7 @@ std::vector<std::map<std::string, std::string>> checked_csv(const fs::path& path
                                                             const std::vector<const char*>& keys,
                                                             Problem& problem) {
   const auto rows = read_csv(path);
-  std::istringstream in(read_text(path).value_or(""));
+  std::istringstream in(read_regular_file(path).value_or(""));
   size_t lines = 0;
   for (std::string line; std::getline(in, line);) lines += line.empty() ? 0 : 1;
   if (lines > 0 && rows.size() != lines - 1) {
@@ -149,7 +145,8 @@ void read_run_files(RunData& run) {
   std::error_code error;
   run.present = fs::is_directory(run.folder, error);
   if (!run.present) return;
-  if (const auto status = read_text(run.folder / "status")) run.status = first_line(*status);
+  if (const auto status = read_regular_file(run.folder / "status"))
+    run.status = first_line(*status);
   Problem problem;
   run.metrics = read_metrics(run.folder / "metrics.jsonl", problem);
   if (!problem) run.evals = read_evals(run.folder / "eval.csv", problem);
@@ -161,7 +158,7 @@ void read_run_files(RunData& run) {
     run.positions.clear();
   }
   if (run.labels.empty()) {  // not from a manifest: label it by its mixer, when known
-    const auto config = read_text(run.folder / "config.json");
+    const auto config = read_regular_file(run.folder / "config.json");
     const json parsed = config ? json::parse(*config, nullptr, false) : json();
     if (parsed.is_object() && parsed.contains("model") && parsed["model"].contains("mixer")) {
       const json& mixer = parsed["model"]["mixer"];
@@ -254,7 +251,7 @@ std::vector<EvalRow> RunData::final_evals() const {
 
 std::vector<std::map<std::string, std::string>> read_csv(const fs::path& path) {
   std::vector<std::map<std::string, std::string>> rows;
-  std::istringstream in(read_text(path).value_or(""));
+  std::istringstream in(read_regular_file(path).value_or(""));
   std::string line;
   if (!std::getline(in, line)) return rows;
   const std::vector<std::string> header = split(line, ',');
@@ -276,7 +273,7 @@ SweepData read_sweep(const fs::path& folder) {
   SweepData sweep;
   sweep.folder = folder;
   sweep.name = folder.filename().string();
-  if (const auto manifest_text = read_text(folder / "sweep.json")) {
+  if (const auto manifest_text = read_regular_file(folder / "sweep.json")) {
     const json manifest = json::parse(*manifest_text, nullptr, false);
     if (!manifest.is_object())
       throw UserError("ms.report: " + (folder / "sweep.json").string() + " is not valid JSON");
