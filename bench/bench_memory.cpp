@@ -67,7 +67,7 @@ int measure_one(const Settings& s, const std::string& mixer, const std::string& 
   nlohmann::json row = {{"kind", "memory"},   {"mixer", mixer},     {"impl", impl},
                         {"preset", s.preset}, {"length", s.length}, {"batch", s.batch}};
   try {
-    BenchModel built = build_model(mixer, s.preset, impl);
+    BenchModel built = build_model(mixer, s.preset, impl, s.length);
     row["ran"] = built.impl;
     row["parameters"] = built.model->num_parameters();
     row["model_rss_mib"] = peak_rss_mib();

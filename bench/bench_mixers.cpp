@@ -107,7 +107,7 @@ class Bench {
 
  private:
   Measurement time_training_step(const Case& c, int64_t batch_size) {
-    BenchModel built = build_model(c.mixer, c.preset, c.impl);
+    BenchModel built = build_model(c.mixer, c.preset, c.impl, c.length);
     DecoderImpl& model = *built.model;
     model.train();
     auto optimizer = OptimizerSpec{}.make(model.parameters());

@@ -33,15 +33,24 @@ std::string reported_impl(const DecoderImpl& model) {
 
 }  // namespace
 
-BenchModel build_model(const std::string& mixer, const std::string& preset,
-                       const std::string& impl) {
+BenchModel build_model(const std::string& mixer, const std::string& preset, const std::string& impl,
+                       int64_t length) {
   Options task_options("parity");
   BenchModel built{make_task("parity", task_options), nullptr, ""};
-  Options options("bench " + mixer);
-  options.set("mixer", {mixer});
-  options.set("preset", {preset});
-  options.set("impl", {impl});
+  auto make_options = [&] {
+    Options options("bench " + mixer);
+    options.set("mixer", {mixer});
+    options.set("preset", {preset});
+    options.set("impl", {impl});
+    return options;
+  };
+  Options options = make_options();
   built.model = Decoder(std::make_shared<DecoderImpl>(options, built.task.get(), 41));
+  if (built.model->config().contains("max_length") && length > 1024) {
+    options = make_options();
+    options.set("max_length", {length});
+    built.model = Decoder(std::make_shared<DecoderImpl>(options, built.task.get(), 41));
+  }
   built.impl = reported_impl(*built.model);
   return built;
 }

@@ -26,9 +26,11 @@ struct BenchModel {
   std::string impl;
 };
 
-// ms.model.decoder{ mixer = mixer, preset = preset, impl = impl, task = parity }.
-BenchModel build_model(const std::string& mixer, const std::string& preset,
-                       const std::string& impl);
+// ms.model.decoder{ mixer = mixer, preset = preset, impl = impl, task = parity }, able to read
+// `length` tokens: a model whose preset adds learned positions to the residual stream gets
+// max_length = length where its default (1024) is too short.
+BenchModel build_model(const std::string& mixer, const std::string& preset, const std::string& impl,
+                       int64_t length);
 
 // "a,b,c" -> {"a", "b", "c"}; empty items dropped.
 std::vector<std::string> split_list(const std::string& text);

@@ -57,7 +57,7 @@ class Qlstm(nn.Module):
         super().__init__()
         self.hidden = config["hidden"]
         self.negative = config["negative_eigenvalues"]
-        self.gates = linear(d_model, 4 * self.hidden, bias=False)
+        self.gates = linear(d_model, 4 * self.hidden, bias=config.get("gate_bias", False))
         self.forget_bias = nn.Parameter(torch.zeros(self.hidden))
         self.output = linear(self.hidden, d_model)
 
@@ -145,9 +145,10 @@ class Heads(nn.Module):
         super().__init__()
         self.heads, self.head_dim = config["heads"], config["head_dim"]
         width = self.heads * self.head_dim
-        self.query = linear(d_model, width, bias=False)
-        self.key = linear(d_model, width, bias=False)
-        self.value = linear(d_model, width, bias=False)
+        bias = config.get("qkv_bias", False)
+        self.query = linear(d_model, width, bias=bias)
+        self.key = linear(d_model, width, bias=bias)
+        self.value = linear(d_model, width, bias=bias)
         self.output = linear(width, d_model)
 
     def split(self, x):  # [B, L, H*D] -> [B, H, L, D]

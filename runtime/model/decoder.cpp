@@ -83,32 +83,75 @@ std::vector<LayerPlan> plan_layers(Options& options) {
 }
 
 // Presets fill in defaults that explicit options override.
-//   seed-mini: the reference project's configuration (2 layers, d_model 4, 4 heads of
-//              head_dim 4, MLP 8; Mamba alone gets d_model 128, d_state 8, d_conv 3, expand 2,
-//              dt_rank 1)
+//   seed-mini: what the study this project follows ran (docs/study.md), per mixer. Shared: 2
+//              layers, d_model 4, 4 heads of head_dim 4, an MLP of 8, the embedding scaled by
+//              √d_model, a head without bias. lstm and qlstm: 16 units (the lstm initialised
+//              N(0, 0.02) with zero biases, the qlstm with biases on every gate); gpt,
+//              linear_attention, deltanet: learned positions in the residual stream (gpt none
+//              of its own), qkv biases; mamba: no MLP, d_state 8, d_conv 3, expand 2, dt_rank 1;
+//              lru: d_model 128, d_state 4, an MLP of 128 (the study's GLU of two 128 x 128
+//              layers). A model of several mixers takes the shared decoder sizes, and each layer
+//              its mixer's options (when they share one table, the first mixer's value of a key).
 //   small:     d_model 64, 4 heads, 2 layers
+using OptionDefaults = std::map<std::string, OptionValue>;
+
 struct Preset {
-  std::map<std::string, int64_t> decoder;  // the decoder's own options
-  std::map<std::string, int64_t> mixer;    // options some mixers read, for every layer
+  OptionDefaults decoder;                          // the decoder's own options
+  std::map<std::string, OptionDefaults> by_mixer;  // options the layers of one mixer read
+
+  OptionDefaults mixer(const std::string& name) const {
+    const auto found = by_mixer.find(name);
+    return found == by_mixer.end() ? OptionDefaults{} : found->second;
+  }
 };
 
-std::optional<Preset> read_preset(Options& options) {
+OptionValue option(int number) { return {int64_t{number}}; }
+OptionValue option(bool flag) { return {flag}; }
+OptionValue option(const char* text) { return {std::string(text)}; }
+
+Preset seed_mini(const std::vector<LayerPlan>& plan) {
+  Preset preset{{{"d_model", option(4)},
+                 {"heads", option(4)},
+                 {"mlp_ratio", option(2)},
+                 {"scale_embedding", option(true)},
+                 {"head_bias", option(false)}},
+                {{"lstm", {{"hidden", option(16)}, {"init", option("normal")}}},
+                 {"qlstm", {{"hidden", option(16)}, {"gate_bias", option(true)}}},
+                 {"gpt", {{"head_dim", option(4)}}},
+                 {"linear_attention", {{"head_dim", option(4)}, {"qkv_bias", option(true)}}},
+                 {"deltanet", {{"head_dim", option(4)}, {"qkv_bias", option(true)}}},
+                 {"gated_deltanet", {{"head_dim", option(4)}}},
+                 {"mamba",
+                  {{"d_state", option(8)},
+                   {"d_conv", option(3)},
+                   {"expand", option(2)},
+                   {"dt_rank", option(1)}}},
+                 {"lru", {{"d_state", option(4)}}}}};
+  const std::string& first = plan.front().mixer;
+  for (const LayerPlan& layer : plan)
+    if (layer.mixer != first) return preset;  // several mixers: the shared decoder sizes
+  if (first == "gpt" || first == "linear_attention" || first == "deltanet") {
+    preset.decoder["residual_positions"] = option("learned");
+    preset.by_mixer["gpt"]["positions"] = option("none");  // the residual stream's instead
+  }
+  if (first == "mamba") preset.decoder["mlp_ratio"] = option(0);
+  if (first == "lru") {
+    preset.decoder["d_model"] = option(128);
+    preset.decoder["mlp_ratio"] = option(1);
+  }
+  return preset;
+}
+
+std::optional<Preset> read_preset(Options& options, const std::vector<LayerPlan>& plan) {
   const std::optional<std::string> name = options.optional_string("preset");
   if (!name) return std::nullopt;
-  const OptionValue* mixer = options.raw("mixer");
-  const bool only_mamba = mixer && std::holds_alternative<std::string>(mixer->value) &&
-                          std::get<std::string>(mixer->value) == "mamba";
-  if (*name == "seed-mini") {
-    return Preset{
-        {{"layers", 2}, {"d_model", only_mamba ? 128 : 4}, {"heads", 4}, {"mlp_ratio", 2}},
-        {{"head_dim", 4}, {"d_state", 8}, {"d_conv", 3}, {"expand", 2}, {"dt_rank", 1}}};
-  }
-  if (*name == "small") return Preset{{{"layers", 2}, {"d_model", 64}, {"heads", 4}}, {}};
+  if (*name == "seed-mini") return seed_mini(plan);
+  if (*name == "small") return Preset{{{"d_model", option(64)}, {"heads", option(4)}}, {}};
   options.fail("preset", "must be one of seed-mini, small, got \"" + *name + "\"");
 }
 
-void set_defaults(Options& options, const std::map<std::string, int64_t>& defaults) {
-  for (const auto& [key, value] : defaults) options.set_default(key, {value});
+void set_defaults(Options& options, const OptionDefaults& defaults) {
+  for (const auto& [key, value] : defaults) options.set_default(key, value);
 }
 
 // One autograd node (fused/layer_norm.h) instead of the seven ops of the formula, whose
@@ -201,10 +244,13 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
     options.fail("classes", "= " + std::to_string(classes_) + " does not match task " +
                                 task->name() + " (" + std::to_string(task_classes) + " classes)");
   }
-  const std::optional<Preset> preset = read_preset(options);
+  const std::vector<LayerPlan> plan = plan_layers(options);
+  const std::optional<Preset> preset = read_preset(options, plan);
   if (preset) {
     set_defaults(options, preset->decoder);
-    set_defaults(options, preset->mixer);
+    // Layers without a table of their own read the decoder's.
+    for (const LayerPlan& layer : plan)
+      if (!layer.options) set_defaults(options, preset->mixer(layer.mixer));
   }
   d_model_ = options.integer("d_model", 64, {.min = 1});
   heads_ = options.integer("heads", 4, {.min = 1});
@@ -221,7 +267,6 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
   }
   seed_ = static_cast<uint64_t>(
       options.integer("seed", static_cast<int64_t>(default_seed), {.min = 0}));
-  const std::vector<LayerPlan> plan = plan_layers(options);
   check_parameters_fit(options, static_cast<int64_t>(plan.size()));
 
   // Parameters are drawn from torch's generator: seed it so a model is the same on every run.
@@ -236,7 +281,7 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
   const MixerContext context{d_model_, heads_, static_cast<int64_t>(plan.size())};
   for (const LayerPlan& layer : plan) {
     mixer_names_.push_back(layer.mixer);
-    if (layer.options && preset) set_defaults(*layer.options, preset->mixer);
+    if (layer.options && preset) set_defaults(*layer.options, preset->mixer(layer.mixer));
     Options& mixer_options = layer.options ? *layer.options : options;
     blocks_->push_back(
         Block(make_mixer(layer.mixer, context, mixer_options), context, mlp_ratio_ * d_model_));

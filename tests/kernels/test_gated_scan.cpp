@@ -111,7 +111,7 @@ Outputs cpu_forward(const Case& c, const std::vector<double>& pre, const std::ve
   return {c.kind == GatedCellKind::qlstm ? out.outputs : out.states, out.last};
 }
 
-// Hidden 4 (the seed-mini size, whose copies have a compile-time length) over several chunks,
+// Hidden 4 (a width whose copies have a compile-time length) over several chunks,
 // and a length at which the chunks prefetch (kPrefetchMinLength).
 const GatedScanShape kShapes[] = {{1, 1, 1},   {2, 7, 3},  {3, 70, 5},
                                   {1, 33, 17}, {2, 70, 4}, {2, 600, 4}};

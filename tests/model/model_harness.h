@@ -32,6 +32,19 @@ inline Decoder make_decoder(const std::string& mixer, int64_t d_model = 16, int6
   return model;
 }
 
+// The model `preset` builds for `mixer` over a vocabulary and classes of the given sizes.
+inline Decoder make_preset_decoder(const std::string& mixer, const std::string& preset,
+                                   int64_t vocab, int64_t classes, int64_t seed = 1) {
+  Options options("test decoder");
+  options.set("mixer", {mixer});
+  options.set("preset", {preset});
+  options.set("vocab", {vocab});
+  options.set("classes", {classes});
+  Decoder model(std::make_shared<DecoderImpl>(options, nullptr, static_cast<uint64_t>(seed)));
+  options.finish();
+  return model;
+}
+
 // max |a − b| relative to max |b| (or absolute where b is all but zero).
 inline double relative_error(const torch::Tensor& a, const torch::Tensor& b) {
   const double scale = std::max(b.abs().max().item<double>(), 1e-6);

@@ -256,3 +256,116 @@ TEST_CASE("the decoder's defaults leave its config as before the study's options
   CHECK_FALSE(config.contains("max_length"));
   CHECK(config["mlp_ratio"] == 4);
 }
+
+namespace {
+
+Decoder make_seed_mini_parity(const std::string& mixer) {
+  return memscript::test::make_preset_decoder(mixer, "seed-mini", 2, 2, 41);
+}
+
+}  // namespace
+
+// The parameter counts of the study's models on parity (docs/study.md), where memscript builds
+// the same model; the qlstm keeps its b_f beside the gates' biases (16 more per layer), the LRU
+// block has an output projection and an MLP where the study's has a GLU.
+TEST_CASE("preset seed-mini builds the study's model of each mixer") {
+  const std::pair<const char*, int64_t> counts[] = {{"lstm", 3160},
+                                                    {"qlstm", 984 + 2 * 16},
+                                                    {"mamba", 744},
+                                                    {"gpt", 824 + 4 * 1024},
+                                                    {"linear_attention", 824 + 4 * 1024},
+                                                    {"deltanet", 864 + 4 * 1024},
+                                                    {"lru", 105232}};
+  for (const auto& [mixer, parameters] : counts) {
+    INFO(mixer);
+    Decoder model = make_seed_mini_parity(mixer);
+    CHECK(model->num_parameters() == parameters);
+    const nlohmann::json config = model->config();
+    CHECK(config["head_bias"] == false);
+    CHECK(config["scale_embedding"] == true);
+  }
+  const nlohmann::json gpt = make_seed_mini_parity("gpt")->config();
+  CHECK(gpt["residual_positions"] == "learned");
+  CHECK(gpt["layers"][0]["positions"] == "none");
+  CHECK(make_seed_mini_parity("lru")->config()["d_model"] == 128);
+  CHECK(make_seed_mini_parity("mamba")->config()["mlp_ratio"] == 0);
+  // A model of several mixers takes the shared sizes, and gpt keeps positions of its own.
+  Options options("test decoder");
+  options.set(
+      "mixer",
+      {std::make_shared<OptionList>(OptionList{{std::string("lru")}, {std::string("gpt")}})});
+  options.set("preset", {std::string("seed-mini")});
+  options.set("vocab", {int64_t{2}});
+  options.set("classes", {int64_t{2}});
+  const nlohmann::json hybrid = DecoderImpl(options, nullptr, 1).config();
+  CHECK(hybrid["d_model"] == 4);
+  CHECK(hybrid["layers"][1]["positions"] == "learned");
+  CHECK_FALSE(hybrid.contains("residual_positions"));
+}
+
+TEST_CASE("mixer options of the study's models: qkv biases, qlstm gate biases, lstm init") {
+  SECTION("qkv_bias adds trained biases to q, k and v") {
+    const std::string mixer = GENERATE("linear_attention", "deltanet", "gated_deltanet");
+    INFO(mixer);
+    Decoder plain = make_decoder(mixer, 16, 2, 2);
+    Decoder model = make_decoder(mixer, 16, 2, 2, {{"qkv_bias", {true}}});
+    CHECK(model->num_parameters() == plain->num_parameters() + 2 * 3 * 16);
+    model->to(torch::kDouble);
+    const torch::Tensor tokens = random_tokens(2, 9, 4);
+    masked_cross_entropy(model->forward(tokens), torch::randint(0, 3, {2, 9}, torch::kInt64),
+                         torch::ones({2, 9}, torch::kBool))
+        .backward();
+    for (const char* name : {"query", "key", "value"}) {
+      const torch::Tensor& bias =
+          model->named_parameters()[std::string("blocks.0.mixer.") + name + ".bias"];
+      CHECK(bias.grad().abs().sum().item<double>() > 0);
+    }
+  }
+  SECTION("qlstm gate_bias: the fused block and the reference agree with non-zero biases") {
+    const memscript::test::ExtraOptions fused = {{"gate_bias", {true}}};
+    const memscript::test::ExtraOptions reference = {{"gate_bias", {true}},
+                                                     {"impl", {std::string("reference")}}};
+    Decoder a = make_decoder("qlstm", 8, 2, 2, fused);
+    Decoder b = make_decoder("qlstm", 8, 2, 2, reference);
+    CHECK(a->num_parameters() == make_decoder("qlstm", 8, 2, 2)->num_parameters() + 2 * 4 * 8);
+    a->to(torch::kDouble);
+    b->to(torch::kDouble);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& item : a->named_parameters())
+        if (item.key().find("gates.bias") != std::string::npos) item.value().uniform_(-1, 1);
+      b->named_parameters()["blocks.0.mixer.gates.bias"].copy_(
+          a->named_parameters()["blocks.0.mixer.gates.bias"]);
+      b->named_parameters()["blocks.1.mixer.gates.bias"].copy_(
+          a->named_parameters()["blocks.1.mixer.gates.bias"]);
+    }
+    const torch::Tensor tokens = random_tokens(3, 11, 4);
+    const torch::Tensor targets = torch::randint(0, 3, {3, 11}, torch::kInt64);
+    const torch::Tensor mask = torch::ones({3, 11}, torch::kBool);
+    const torch::Tensor la = a->forward(tokens), lb = b->forward(tokens);
+    CHECK(memscript::test::relative_error(la, lb) < 1e-12);
+    masked_cross_entropy(la, targets, mask).backward();
+    masked_cross_entropy(lb, targets, mask).backward();
+    const torch::Tensor& ga = a->named_parameters()["blocks.0.mixer.gates.bias"].grad();
+    const torch::Tensor& gb = b->named_parameters()["blocks.0.mixer.gates.bias"].grad();
+    CHECK(ga.abs().sum().item<double>() > 0);
+    CHECK(memscript::test::relative_error(ga, gb) < 1e-12);
+  }
+  SECTION("lstm init = normal: weights N(0, 0.02), biases zero") {
+    Decoder uniform = make_decoder("lstm", 16, 2, 2, {{"hidden", {int64_t{64}}}});
+    Decoder normal = make_decoder("lstm", 16, 2, 2,
+                                  {{"hidden", {int64_t{64}}}, {"init", {std::string("normal")}}});
+    const auto p = normal->named_parameters();
+    const torch::Tensor recurrent = p["blocks.0.mixer.lstm.weight_hh_l0"];
+    CHECK(std::abs(recurrent.std().item<double>() - 0.02) < 0.002);
+    CHECK(p["blocks.0.mixer.lstm.bias_ih_l0"].abs().sum().item<double>() == 0);
+    CHECK(p["blocks.0.mixer.lstm.bias_hh_l0"].abs().sum().item<double>() == 0);
+    // libtorch's default: U(-1/8, 1/8), a standard deviation of 1/(8√3) ≈ 0.072.
+    const torch::Tensor default_recurrent =
+        uniform->named_parameters()["blocks.0.mixer.lstm.weight_hh_l0"];
+    CHECK(default_recurrent.std().item<double>() > 0.06);
+    CHECK(normal->config()["layers"][0]["init"] == "normal");
+    CHECK_THROWS_WITH(make_decoder("lstm", 16, 2, 2, {{"init", {std::string("zeros")}}}),
+                      Catch::Matchers::Contains("init"));
+  }
+}

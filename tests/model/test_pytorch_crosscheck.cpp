@@ -92,37 +92,56 @@ TEST_CASE("safetensors files round-trip names, dtypes, shapes, bytes and metadat
                     Contains("has a byte range that does not fit"));
 }
 
-TEST_CASE("PyTorch gives memscript's outputs and Adam losses from memscript's weights") {
+namespace {
+
+// Writes the model and `steps` recorded Adam steps, runs pytorch_crosscheck.py on them and checks
+// that it agrees; false when no Python with torch is there (the caller stops then).
+bool cross_check(Decoder& model, int64_t steps, torch::ScalarType dtype) {
   const std::string python = MEMSCRIPT_TORCH_PYTHON;
   const std::string script = std::string(MEMSCRIPT_BENCH_DIR) + "/pytorch_crosscheck.py";
   if (python.empty()) {
     WARN("no Python with torch configured (MEMSCRIPT_TORCH_PYTHON): cross-check not run");
-    return;
+    return false;
   }
+  memscript::test::TempFolder folder;
+  model->to(dtype);
+  save_safetensors(folder.path / "model.safetensors", parameters_of(model),
+                   {{"memscript.config", model->config().dump()}});
+  save_safetensors(folder.path / "batch.safetensors", train_and_record(model, steps, dtype));
+  const memscript::test::ProcessResult result =
+      memscript::test::run_process(python,
+                                   {script, (folder.path / "model.safetensors").string(),
+                                    (folder.path / "batch.safetensors").string()},
+                                   MEMSCRIPT_BENCH_DIR);
+  INFO(result.out << result.err);
+  if (result.exit_code == 77) {
+    WARN("torch cannot be imported by " << python << ": cross-check not run");
+    return false;
+  }
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.out, Contains(std::to_string(steps) + " Adam steps, max relative loss error"));
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("PyTorch gives memscript's outputs and Adam losses from memscript's weights") {
   const char* dtype_name = GENERATE("float64", "float32");
   const torch::ScalarType dtype =
       std::string(dtype_name) == "float64" ? torch::kFloat64 : torch::kFloat32;
   const int64_t steps = dtype == torch::kFloat64 ? 200 : 50;
   for (const char* mixer : kReferenceMixers) {
     INFO(mixer << " " << dtype_name);
-    memscript::test::TempFolder folder;
     Decoder model = make_decoder(mixer, 8, 2, 2);
-    model->to(dtype);
-    save_safetensors(folder.path / "model.safetensors", parameters_of(model),
-                     {{"memscript.config", model->config().dump()}});
-    save_safetensors(folder.path / "batch.safetensors", train_and_record(model, steps, dtype));
-    const memscript::test::ProcessResult result =
-        memscript::test::run_process(python,
-                                     {script, (folder.path / "model.safetensors").string(),
-                                      (folder.path / "batch.safetensors").string()},
-                                     MEMSCRIPT_BENCH_DIR);
-    INFO(result.out << result.err);
-    if (result.exit_code == 77) {
-      WARN("torch cannot be imported by " << python << ": cross-check not run");
-      return;
-    }
-    CHECK(result.exit_code == 0);
-    CHECK_THAT(result.out,
-               Contains(std::to_string(steps) + " Adam steps, max relative loss error"));
+    if (!cross_check(model, steps, dtype)) return;
+  }
+}
+
+TEST_CASE("PyTorch gives memscript's Adam losses for the study's models (preset seed-mini)") {
+  for (const char* mixer :
+       {"lstm", "qlstm", "lru", "linear_attention", "gpt", "deltanet", "mamba"}) {
+    INFO(mixer);
+    Decoder model = memscript::test::make_preset_decoder(mixer, "seed-mini", 4, 3);
+    if (!cross_check(model, 50, torch::kFloat64)) return;
   }
 }

@@ -49,8 +49,9 @@ DeltaNetMixerImpl::DeltaNetMixerImpl(const std::string& name, const MixerContext
       shape_(read_head_shape(context, options)),
       negative_eigenvalues_(options.boolean("negative_eigenvalues", false)),
       qk_norm_(options.boolean("qk_norm", true)),
+      qkv_bias_(options.boolean("qkv_bias", false)),
       fused_(read_impl(options).fused) {
-  qkv_ = QkvProjections(*this, context.d_model, shape_);
+  qkv_ = QkvProjections(*this, context.d_model, shape_, qkv_bias_);
   // A bias lets each head learn how strongly it writes regardless of the token.
   beta_ = register_input_projection(*this, "beta", context.d_model, shape_.heads, true);
   output_ = register_output_projection(*this, shape_, context);
@@ -79,6 +80,7 @@ nlohmann::json DeltaNetMixerImpl::config() const {
   config.update({{"negative_eigenvalues", negative_eigenvalues_},
                  {"qk_norm", qk_norm_},
                  {"impl", fused_ ? "fused" : "reference"}});
+  if (qkv_bias_) config["qkv_bias"] = true;  // the default stays unwritten, as before
   return config;
 }
 

@@ -76,6 +76,7 @@ class DeltaNetMixerImpl : public MixerImpl {
   HeadShape shape_;
   bool negative_eigenvalues_;
   bool qk_norm_;
+  bool qkv_bias_;
   bool fused_;
   QkvProjections qkv_;
   torch::nn::Linear beta_{nullptr}, output_{nullptr};

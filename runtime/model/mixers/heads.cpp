@@ -34,10 +34,11 @@ torch::Tensor split_heads(const torch::Tensor& x, int64_t heads) {
 
 torch::Tensor merge_heads(const torch::Tensor& x) { return x.transpose(1, 2).flatten(2); }
 
-QkvProjections::QkvProjections(torch::nn::Module& owner, int64_t d_model, const HeadShape& shape)
-    : query(register_input_projection(owner, "query", d_model, shape.width(), false)),
-      key(register_input_projection(owner, "key", d_model, shape.width(), false)),
-      value(register_input_projection(owner, "value", d_model, shape.width(), false)) {}
+QkvProjections::QkvProjections(torch::nn::Module& owner, int64_t d_model, const HeadShape& shape,
+                               bool bias)
+    : query(register_input_projection(owner, "query", d_model, shape.width(), bias)),
+      key(register_input_projection(owner, "key", d_model, shape.width(), bias)),
+      value(register_input_projection(owner, "value", d_model, shape.width(), bias)) {}
 
 namespace {
 

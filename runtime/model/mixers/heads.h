@@ -28,15 +28,15 @@ torch::nn::Linear register_input_projection(torch::nn::Module& owner, const std:
 torch::nn::Linear register_output_projection(torch::nn::Module& owner, const HeadShape& shape,
                                              const MixerContext& context);
 
-// The query, key and value projections of the linear-attention family (no bias), registered on
-// the mixer as "query", "key" and "value".
+// The query, key and value projections of the linear-attention family, registered on the mixer
+// as "query", "key" and "value"; with zero-initialised biases when `bias` (option `qkv_bias`).
 struct QkvProjections {
   torch::nn::Linear query{nullptr};
   torch::nn::Linear key{nullptr};
   torch::nn::Linear value{nullptr};
 
   QkvProjections() = default;
-  QkvProjections(torch::nn::Module& owner, int64_t d_model, const HeadShape& shape);
+  QkvProjections(torch::nn::Module& owner, int64_t d_model, const HeadShape& shape, bool bias);
 };
 
 struct HeadInputs {

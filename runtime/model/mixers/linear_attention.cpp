@@ -66,9 +66,10 @@ LinearAttentionMixerImpl::LinearAttentionMixerImpl(const MixerContext& context, 
     : shape_(read_head_shape(context, options)),
       feature_map_(options.string("feature_map", "elu1", {"elu1", "relu"})),
       qk_norm_(options.boolean("qk_norm", false)),
+      qkv_bias_(options.boolean("qkv_bias", false)),
       eps_(read_eps(options)),
       fused_(read_impl(options).fused) {
-  qkv_ = QkvProjections(*this, context.d_model, shape_);
+  qkv_ = QkvProjections(*this, context.d_model, shape_, qkv_bias_);
   output_ = register_output_projection(*this, shape_, context);
 }
 
@@ -93,6 +94,7 @@ nlohmann::json LinearAttentionMixerImpl::config() const {
                  {"qk_norm", qk_norm_},
                  {"eps", eps_},
                  {"impl", fused_ ? "fused" : "reference"}});
+  if (qkv_bias_) config["qkv_bias"] = true;  // the default stays unwritten, as before
   return config;
 }
 

@@ -57,6 +57,7 @@ class LinearAttentionMixerImpl : public MixerImpl {
   HeadShape shape_;
   std::string feature_map_;
   bool qk_norm_;
+  bool qkv_bias_;
   double eps_;
   bool fused_;
   QkvProjections qkv_;

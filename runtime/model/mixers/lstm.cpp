@@ -30,9 +30,19 @@ class WithoutOneDnn {
 }  // namespace
 
 LstmMixerImpl::LstmMixerImpl(const MixerContext& context, Options& options)
-    : hidden_(options.integer("hidden", context.d_model, {.min = 1})), impl_(read_impl(options)) {
+    : hidden_(options.integer("hidden", context.d_model, {.min = 1})),
+      init_(options.string("init", "uniform", {"uniform", "normal"})),
+      impl_(read_impl(options)) {
   lstm_ = register_module(
       "lstm", torch::nn::LSTM(torch::nn::LSTMOptions(context.d_model, hidden_).batch_first(true)));
+  if (init_ == "normal") {
+    torch::NoGradGuard no_grad;
+    const std::vector<torch::Tensor> weights = lstm_->all_weights();
+    weights[0].normal_(0.0, 0.02);
+    weights[1].normal_(0.0, 0.02);
+    weights[2].zero_();
+    weights[3].zero_();
+  }
   output_ = register_module("output", torch::nn::Linear(hidden_, context.d_model));
   init_output_projection(output_, context.layers);
 }
@@ -72,7 +82,9 @@ MixerOutput LstmMixerImpl::reference_forward(const torch::Tensor& x, const Mixer
 }
 
 nlohmann::json LstmMixerImpl::config() const {
-  return {{"mixer", "lstm"}, {"hidden", hidden_}, {"impl", impl_.name()}};
+  nlohmann::json config = {{"mixer", "lstm"}, {"hidden", hidden_}, {"impl", impl_.name()}};
+  if (init_ != "uniform") config["init"] = init_;  // the default stays unwritten, as before
+  return config;
 }
 
 Mixer make_lstm_mixer(const MixerContext& context, Options& options) {

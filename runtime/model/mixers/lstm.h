@@ -9,7 +9,9 @@ namespace memscript {
 // Parameters are torch::nn::LSTM's (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0).
 // Options: hidden (default d_model); impl: "fused" (default) runs the recurrence through
 // kernels/lstm.h (CPU float32/float64, CUDA float32; other dtypes take the reference),
-// "reference" runs libtorch's LSTM on its own CPU kernels (not oneDNN: see lstm.cpp).
+// "reference" runs libtorch's LSTM on its own CPU kernels (not oneDNN: see lstm.cpp);
+// init: "uniform" (default, libtorch's U(−1/√hidden, 1/√hidden) for every weight and bias) or
+// "normal" (weights N(0, 0.02), biases zero: the study's LSTM).
 // State: {h, c}, each [1, batch, hidden].
 class LstmMixerImpl : public MixerImpl {
  public:
@@ -23,6 +25,7 @@ class LstmMixerImpl : public MixerImpl {
   MixerOutput reference_forward(const torch::Tensor& x, const MixerState& state);
 
   int64_t hidden_;
+  std::string init_;
   Impl impl_;
   torch::nn::LSTM lstm_{nullptr};
   torch::nn::Linear output_{nullptr};

@@ -30,14 +30,16 @@ torch::Tensor qlstm_forget_gate(const torch::Tensor& preactivation, bool negativ
 QlstmMixerImpl::QlstmMixerImpl(const MixerContext& context, Options& options)
     : hidden_(options.integer("hidden", context.d_model, {.min = 1})),
       negative_eigenvalues_(options.boolean("negative_eigenvalues", false)),
+      gate_bias_(options.boolean("gate_bias", false)),
       impl_(read_impl(options)) {
   gates_ = register_module(
       "gates",
-      torch::nn::Linear(torch::nn::LinearOptions(context.d_model, 4 * hidden_).bias(false)));
+      torch::nn::Linear(torch::nn::LinearOptions(context.d_model, 4 * hidden_).bias(gate_bias_)));
   forget_bias_ = register_parameter("forget_bias", torch::zeros({hidden_}));
   output_ = register_module("output", torch::nn::Linear(hidden_, context.d_model));
   torch::NoGradGuard no_grad;
   gates_->weight.normal_(0.0, 0.02);
+  if (gate_bias_) gates_->bias.zero_();
   init_output_projection(output_, context.layers);
 }
 
@@ -63,7 +65,7 @@ MixerOutput QlstmMixerImpl::forward(const torch::Tensor& x, const MixerState& st
 MixerOutput QlstmMixerImpl::forward_normed(const torch::Tensor& x, const fused::PreNorm& norm,
                                            const MixerState& state) {
   if (impl_.fused) {
-    const fused::GatedProjections projections{gates_->weight, torch::Tensor(), forget_bias_,
+    const fused::GatedProjections projections{gates_->weight, gates_->bias, forget_bias_,
                                               output_->weight, output_->bias};
     const std::optional<fused::GatedBlockResult> block = fused::qlstm_block(
         x, norm, projections, state.empty() ? torch::Tensor() : state.tensors.at(0),
@@ -74,10 +76,12 @@ MixerOutput QlstmMixerImpl::forward_normed(const torch::Tensor& x, const fused::
 }
 
 nlohmann::json QlstmMixerImpl::config() const {
-  return {{"mixer", "qlstm"},
-          {"hidden", hidden_},
-          {"negative_eigenvalues", negative_eigenvalues_},
-          {"impl", impl_.name()}};
+  nlohmann::json config = {{"mixer", "qlstm"},
+                           {"hidden", hidden_},
+                           {"negative_eigenvalues", negative_eigenvalues_},
+                           {"impl", impl_.name()}};
+  if (gate_bias_) config["gate_bias"] = true;  // the default stays unwritten, as before
+  return config;
 }
 
 Mixer make_qlstm_mixer(const MixerContext& context, Options& options) {

@@ -16,6 +16,8 @@ namespace memscript {
 // gate becomes f_t = 2σ(W_f x_t + b_f + 1) − 1, in (−1, 1), the same pre-activation stretched so
 // that the cell can flip its sign each step (what parity needs, Grazzi et al. 2024). 2σ(a) − 1 =
 // tanh(a/2), so the gate stays smooth and starts at 0.46 rather than 0.73.
+// gate_bias (default false): a zero-initialised bias on all four gates' pre-activations (the
+// study's qLSTM has one; b_f stays, so the forget gate's bias is their sum).
 // State: {c}, [batch, hidden].
 class QlstmMixerImpl : public MixerImpl {
  public:
@@ -29,8 +31,9 @@ class QlstmMixerImpl : public MixerImpl {
  private:
   int64_t hidden_;
   bool negative_eigenvalues_;
+  bool gate_bias_;
   Impl impl_;
-  torch::nn::Linear gates_{nullptr};  // [f, i, z, o] pre-activations, no bias
+  torch::nn::Linear gates_{nullptr};  // [f, i, z, o] pre-activations, bias when gate_bias_
   torch::Tensor forget_bias_;         // b_f
   torch::nn::Linear output_{nullptr};
 };
