@@ -14,12 +14,12 @@ cd "$(dirname "$0")/.."
 
 export MEMSCRIPT=${MEMSCRIPT:-build/memscript}
 export OUT=${OUT:-runs/experiments}
-export PIECES=${PIECES:-16}  # at least the runs of the largest sweep; extra shards are empty
+export PIECES=${PIECES:-48}  # at least the runs of the largest sweep; extra shards are empty
 workers=${WORKERS:-$(nproc)}
 if [ $# -gt 0 ]; then
   names=("$@")
 else
-  names=(dyck-steps mqar-pairs parity-ones eigenvalues dyck-lengths)
+  names=(parity-ones dyck-lengths mqar-pairs eigenvalues)
 fi
 for name in "${names[@]}"; do
   [ -f "experiments/$name/$name.lua" ] || { echo "run-experiments: no experiment $name" >&2; exit 2; }

@@ -32,7 +32,7 @@ local names = { "deltanet", "deltanet-neg", "mamba", "mamba-neg", "gpt", "deltan
 ms.sweep{
   name = "eigenvalues",
   grid = { model = names },
-  seeds = { 41 },
+  seeds = quick and { 41 } or { 41, 42, 43 },
   run = function(p)
     local task = ms.task.parity{ p_one = 0.5 }
     local model = ms.model.decoder{ layers = models[p.model], preset = "small", task = task,

@@ -47,17 +47,12 @@ void run_quick(const Experiment& experiment, const TempDir& cwd) {
 
 TEST_CASE("experiment parity-ones runs end to end in its quick variant") {
   TempDir cwd;
-  run_quick({"parity-ones", 14}, cwd);
+  run_quick({"parity-ones", 16}, cwd);
 }
 
 TEST_CASE("experiment dyck-lengths runs end to end in its quick variant") {
   TempDir cwd;
-  run_quick({"dyck-lengths", 7}, cwd);
-}
-
-TEST_CASE("experiment dyck-steps runs end to end in its quick variant") {
-  TempDir cwd;
-  run_quick({"dyck-steps", 7}, cwd);
+  run_quick({"dyck-lengths", 8}, cwd);
 }
 
 TEST_CASE("experiment eigenvalues runs end to end in its quick variant") {
