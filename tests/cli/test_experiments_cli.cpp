@@ -68,6 +68,6 @@ TEST_CASE("experiment mqar-pairs runs end to end in its quick variant, with its 
   const fs::path report = cwd.path() / "out/mqar-pairs/report";
   CHECK(fs::is_regular_file(report / "accuracy_vs_pairs.svg"));
   const std::string table = read_file(report / "accuracy_vs_pairs.md");
-  CHECK_THAT(table, Contains("| mixer | 4 pairs | 64 pairs |") && Contains("| deltanet |"));
+  CHECK_THAT(table, Contains("| mixer | seeds | 4 pairs | 64 pairs |") && Contains("| deltanet | 1 |"));
   CHECK(fs::is_regular_file(cwd.path() / "out/mqar-pairs/mixer=gpt,seed=41/accuracy_by_pairs.csv"));
 }
