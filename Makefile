@@ -2,8 +2,8 @@
 #   make run    bootstrap, build, run experiments/quickstart.lua
 #   make test   bootstrap, build, run the test suite (ctest)
 # Others: make build, make bootstrap, make bench, make experiments (the full study, into
-# experiments/*/results/, under an hour), make test-sanitize (ASan/LSan/UBSan build of the
-# binding tests, in build-sanitize/), make format, make clean.
+# experiments/*/results/, about 90 minutes on 2 cores), make test-sanitize (ASan/LSan/UBSan
+# build of the binding tests, in build-sanitize/), make format, make clean.
 
 BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize

@@ -2,7 +2,7 @@
 # Runs the experiments of experiments/ in full and copies each one's report into its folder
 # (experiments/<name>/results/), which is what the repository keeps of them.
 #
-#   scripts/run-experiments.sh                  every experiment (under an hour on 2 cores)
+#   scripts/run-experiments.sh                  every experiment (about 90 minutes on 2 cores)
 #   scripts/run-experiments.sh dyck-lengths     only these
 #
 # Runs are small, so whole runs go in parallel rather than threads within a run: each script is
