@@ -307,21 +307,41 @@ int report_binding(lua_State* L) {
 
 namespace {
 
-// One line of ms.plot: { label =, x = {…}, y = {…} }.
+// `key`'s list has one value per x, or is absent (empty).
+void check_same_length(Options& line, const char* key, const std::vector<double>& values,
+                       size_t count, const std::string& where) {
+  if (values.size() == count) return;
+  line.fail(key, "has " + std::to_string(values.size()) + " values but x has " +
+                     std::to_string(count) + " (" + where + ")");
+}
+
+// One line of ms.plot: { label =, x = {…}, y = {…} }, and optionally low = {…}, high = {…}:
+// an interval at each x, drawn as a band under the line (as ms.report draws the seeds').
 report::Series read_plot_line(Options line, const std::string& where) {
   report::Series series;
   series.label = line.string("label", "");
   if (series.label.empty()) line.fail("label", "is required (the legend entry of " + where + ")");
   const std::vector<double> x = line.numbers("x", {});
   const std::vector<double> y = line.numbers("y", {});
+  const std::vector<double> low = line.numbers("low", {});
+  const std::vector<double> high = line.numbers("high", {});
   line.finish();
-  if (x.size() != y.size()) {
-    line.fail("y", "has " + std::to_string(y.size()) + " values but x has " +
-                       std::to_string(x.size()) + " (" + where + ")");
+  check_same_length(line, "y", y, x.size(), where);
+  if (low.empty() != high.empty())
+    line.fail(low.empty() ? "low" : "high",
+              "is missing: a band needs both low and high (" + where + ")");
+  if (!low.empty()) {
+    check_same_length(line, "low", low, x.size(), where);
+    check_same_length(line, "high", high, x.size(), where);
   }
   for (size_t i = 0; i < x.size(); ++i) {
     if (!std::isfinite(x[i])) line.fail("x", "must be finite numbers (" + where + ")");
     series.points.emplace_back(x[i], y[i]);
+    if (low.empty()) continue;
+    if (!(low[i] <= high[i]))
+      line.fail("low",
+                "must be <= high at every x (" + where + ", point " + std::to_string(i + 1) + ")");
+    series.band.push_back({x[i], low[i], high[i]});
   }
   return series;
 }

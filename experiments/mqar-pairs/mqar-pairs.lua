@@ -79,7 +79,7 @@ local function read_by_pairs(path)
 end
 
 -- Over the seeds of each mixer: the mean at each number of pairs, its 95% interval (Student t,
--- as ms.report gives) and the best seed.
+-- as ms.report gives; drawn as a band) and the best seed.
 local t975 = { 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262 }  -- by n − 1
 
 local function seed_summary(values)
@@ -87,10 +87,10 @@ local function seed_summary(values)
   for _, v in ipairs(values) do sum = sum + v end
   local mean, best, squares = sum / n, math.max(table.unpack(values)), 0
   for _, v in ipairs(values) do squares = squares + (v - mean) ^ 2 end
-  if n < 2 then return string.format("%.3f (n = 1)", mean), mean end
+  if n < 2 then return string.format("%.3f (n = 1)", mean), mean, mean, mean end
   local half = (t975[n - 1] or 1.96) * math.sqrt(squares / (n - 1) / n)
-  return string.format("%.3f [%.3f, %.3f] (%.3f)", mean, math.max(0, mean - half),
-                       math.min(1, mean + half), best), mean
+  local low, high = math.max(0, mean - half), math.min(1, mean + half)
+  return string.format("%.3f [%.3f, %.3f] (%.3f)", mean, low, high, best), mean, low, high
 end
 
 local by_mixer, order = {}, {}
@@ -105,13 +105,13 @@ end
 
 local lines, table_rows = {}, {}
 for _, mixer in ipairs(order) do
-  local entry, means, cells = by_mixer[mixer], {}, {}
+  local entry, means, lows, highs, cells = by_mixer[mixer], {}, {}, {}, {}
   for i = 1, #entry.x do
     local values = {}
     for _, y in ipairs(entry.seeds) do values[#values + 1] = y[i] end
-    cells[i], means[i] = seed_summary(values)
+    cells[i], means[i], lows[i], highs[i] = seed_summary(values)
   end
-  lines[#lines + 1] = { label = mixer, x = entry.x, y = means }
+  lines[#lines + 1] = { label = mixer, x = entry.x, y = means, low = lows, high = highs }
   table_rows[#table_rows + 1] = "| " .. mixer .. " | " .. #entry.seeds .. " | " ..
                                 table.concat(cells, " | ") .. " |"
 end

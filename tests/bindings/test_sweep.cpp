@@ -227,7 +227,8 @@ TEST_CASE("ms.plot draws the lines a script gives it into an SVG inside the outp
   const Outcome ran = run_in(out, R"lua(
     local path = ms.plot{ file = "p/accuracy_vs_pairs.svg", title = "by pairs", x_label = "pairs",
                           y_label = "accuracy", log_x = true, y_range = { 0, 1 },
-                          lines = { { label = "gpt", x = { 4, 16, 64 }, y = { 1, 0.75, 0.25 } },
+                          lines = { { label = "gpt", x = { 4, 16, 64 }, y = { 1, 0.75, 0.25 },
+                                      low = { 0.9, 0.5, 0.125 }, high = { 1, 0.875, 0.375 } },
                                     { label = "lstm", x = { 4, 16 }, y = { 0.5, 0.125 } } } }
     assert(path == ms.out .. "/p/accuracy_vs_pairs.svg", path)
     local function fails(spec, pattern)
@@ -246,6 +247,12 @@ TEST_CASE("ms.plot draws the lines a script gives it into an SVG inside the outp
     fails({ file = "p/a.svg", lines = { { label = "a", x = { 0 }, y = { 1 } } }, log_x = true },
           "must be positive with log_x = true")
     fails({ file = "p/a.svg", lines = line, colour = "red" }, "colour")
+    fails({ file = "p/a.svg", lines = { { label = "a", x = { 1 }, y = { 1 }, low = { 0 } } } },
+          "option 'high' is missing: a band needs both low and high")
+    fails({ file = "p/a.svg", lines = { { label = "a", x = { 1, 2 }, y = { 1, 1 }, low = { 0 },
+                                          high = { 1 } } } }, "has 1 values but x has 2")
+    fails({ file = "p/a.svg", lines = { { label = "a", x = { 1, 2 }, y = { 1, 1 }, low = { 0, 1 },
+                                          high = { 1, 0.5 } } } }, "must be <= high at every x (lines[1], point 2)")
   )lua");
   INFO(ran.error);
   REQUIRE(ran.code == 0);
@@ -254,5 +261,9 @@ TEST_CASE("ms.plot draws the lines a script gives it into an SVG inside the outp
   CHECK_THAT(svg, Contains("by pairs"));
   CHECK_THAT(svg, Contains(">gpt<"));
   CHECK_THAT(svg, Contains(">lstm<"));
+  // gpt's interval is drawn as one band (one closed path), lstm has none.
+  const size_t band = svg.find("fill-opacity=\"0.15\"");
+  CHECK(band != std::string::npos);
+  CHECK(svg.find("fill-opacity=\"0.15\"", band + 1) == std::string::npos);
   CHECK_FALSE(fs::exists(out / "runs/p/a.svg"));
 }
