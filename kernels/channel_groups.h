@@ -103,7 +103,7 @@ inline int64_t chunk_ahead(int64_t length, bool reverse) {
 // numbers at s · channels of each step's row; the gates of a step side by side) into out[s]:
 // out[s][t · lanes + g · channels + c]. Each step's row is read once. (This and the copies
 // below loop to `count`, a local copy of `steps`: the lambda sees `steps` through a reference
-// the row copies might alias, and reloaded it every step, ~3% at L = 4096.)
+// the row copies might alias, and would reload it every step.)
 template <int64_t Slots, typename T>
 void gather_chunk_slots(const T* source, int64_t length, const ChannelGroup& group, int64_t t0,
                         int64_t steps, T* const (&out)[Slots], int64_t ahead) {

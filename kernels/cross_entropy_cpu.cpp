@@ -14,8 +14,8 @@ namespace {
 // Every row of a block: largest + log Σ exp(logit − largest), NaN where a logit is not finite
 // (the fast exp and log map NaN to numbers; a diverged model's loss must stay NaN). Unscored
 // rows too, so that the loops have no branch. In T with the exp and log of fast_exp.h and
-// activation.h, kTileRows rows per vector: libm's double exp and log per row were about 7% of a
-// seed-mini training step, whose models are small enough for the loss to show.
+// activation.h, kTileRows rows per vector: libm's double exp and log per row are a visible share
+// of a small model's training step.
 // `tile`: scratch for `classes` tile columns.
 template <typename T>
 void block_log_normalizers(const T* logits, int64_t rows, int64_t classes, Lanes<T>* tile,

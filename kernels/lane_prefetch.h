@@ -7,7 +7,8 @@
 // group's lanes read from more places per step (4 batch elements × a dozen arrays) than the
 // hardware prefetcher follows; the backward also walks its segments out of order. Every step
 // then waits on memory. Asking for a step's lines a few steps ahead hides that wait. One
-// prefetch per lane and array costs ~10% at lengths that fit in the caches, so a plan first
+// prefetch per lane and array costs more than it saves at lengths that fit in the caches, so a
+// plan first
 // works out which cache lines a step's rows touch: lanes of one batch element usually share a
 // line (heads side by side), and each line is asked for once.
 //
@@ -22,8 +23,8 @@
 namespace memscript::kernels {
 
 // Shortest sequence the kernels prefetch for. Below it a training step's arrays stay in the L2
-// and L3 caches between the passes over them, and asking for lines again only costs (~3% of a
-// seed-mini step at L = 32 for the delta rule's plans, 1–3% at L = 256).
+// and L3 caches between the passes over them, and asking for lines again only costs time
+// (`make bench` times both sides of the threshold).
 constexpr int64_t kPrefetchMinLength = 512;
 
 class LanePrefetch {

@@ -5,15 +5,14 @@
 // A training step allocates the same tensor sizes step after step, most of them small: at
 // seed-mini, a few hundred tensors of a few kilobytes per step. Through glibc every one of
 // them cost a malloc and a free, and the frees of large blocks between small ones make glibc
-// consolidate its bins: together about 9% of a seed-mini step at length 32. The cache keeps a
+// consolidate its bins: a visible share of a small model's step. The cache keeps a
 // freed block, by its size rounded up to the alignment, for the next tensor of that size.
 //
 // Blocks above `largest_block` go to malloc as before (their cost is small against the work on
 // them), and the cache holds at most `total` bytes of freed blocks; a block that would go over
-// is given back to malloc. The cost is memory: cached blocks also pin the heap around them. At
-// 4 MiB / 128 MiB a long Mamba evaluation (bench_memory, length 16384) peaked 193 MiB higher
-// than without the cache, at 1 MiB / 64 MiB 65 MiB higher (qLSTM: 33 MiB), with training steps
-// as fast. Thread-safe (one mutex: the intra-op pool's threads free tensors too).
+// is given back to malloc. The cost is memory: cached blocks also pin the heap around them, so
+// the limits are kept small (a long evaluation's peak grows with them, bench_memory measures
+// it). Thread-safe (one mutex: the intra-op pool's threads free tensors too).
 
 #include <c10/core/Allocator.h>
 

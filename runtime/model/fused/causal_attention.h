@@ -14,8 +14,8 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
 
 // Whether causal_attention runs these tensors and is the faster choice. Up to this head size the
 // kernel beats libtorch's CPU flash attention, whose BLAS calls per block of queries cost more than
-// their arithmetic at such sizes (seed-mini, head size 4, L = 256: 39 against 113 ms per training
-// step); at head size 16 (preset small) libtorch's is faster (14 against 20 ms at L = 32).
+// their arithmetic at such sizes; at head size 16 (preset small) libtorch's is faster
+// (`make bench` compares the two).
 constexpr int64_t kMaxPreferredHeadDim = 8;
 bool attention_prefers_kernel(const torch::Tensor& q);
 

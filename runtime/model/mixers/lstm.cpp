@@ -9,10 +9,9 @@ namespace {
 
 // libtorch runs a CPU LSTM on oneDNN when it may, and oneDNN's backward splits its sums by the
 // number of threads: the gradients (and so every later step) then differ in the last bits
-// between --threads 1 and --threads 2, on some CPUs at least (AMD Zen 3 with AVX2, not the
-// machine this was first written on). Runs must re-run to the same numbers, so the LSTM takes
-// libtorch's own kernels, which give the same bits for any thread count. The cost is speed:
-// 2-6x slower LSTM forward + backward at d_model 4-64. The switch is global in libtorch, so it
+// between --threads 1 and --threads 2, on some CPUs at least (AMD Zen 3 with AVX2). Runs must
+// re-run to the same numbers, so the reference LSTM takes libtorch's own kernels, which give the
+// same bits for any thread count, at the cost of speed. The switch is global in libtorch, so it
 // is set for the call and put back after; the backward's nodes are chosen here, in the forward.
 class WithoutOneDnn {
  public:
