@@ -230,8 +230,9 @@ const std::pair<const char*, double EvalRow::*> kFinalMetrics[] = {{"Accuracy", 
 
 const char* const kSeedsCaption =
     " over seeds: the mean, its 95% interval (Student t over the seeds' values: mean ± "
-    "t(0.975, n − 1) · s / √n), the worst seed and the best of seeds (what papers that report "
-    "one number per cell often give). Plots draw the mean with the interval as a band.";
+    "t(0.975, n − 1) · s / √n, clipped to [0, 1], the range of the metric), the worst seed and "
+    "the best of seeds (what papers that report one number per cell often give). Plots draw the "
+    "mean with the interval as a band.";
 
 class ReportWriter {
  public:
@@ -494,9 +495,12 @@ class ReportWriter {
           if (stats.n == 0) continue;
           std::vector<std::string> row;
           for (const std::string& key : layout_.panel_keys) row.push_back(group_value(group, key));
+          // Accuracy and recall are shares: a t interval of a few seeds can pass 0 or 1.
+          const double low = std::clamp(stats.low, 0.0, 1.0);
+          const double high = std::clamp(stats.high, 0.0, 1.0);
           row.insert(row.end(),
                      {line, std::to_string(length), std::to_string(stats.n), cell(stats.mean),
-                      stats.n < 2 ? "-" : "[" + cell(stats.low) + ", " + cell(stats.high) + "]",
+                      stats.n < 2 ? "-" : "[" + cell(low) + ", " + cell(high) + "]",
                       cell(stats.min), cell(stats.max)});
           rows.push_back(row);
         }

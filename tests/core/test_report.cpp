@@ -333,9 +333,10 @@ TEST_CASE("a report of several seeds gives each cell's interval and best seed, a
   CHECK_THAT(md, Contains("Accuracy over seeds: the mean, its 95% interval (Student t"));
   CHECK_THAT(md, Contains("| train_length | mixer | length | seeds | mean | 95% interval (t) | "
                           "min | best of seeds |"));
-  // mean 0.776, s = 0.1414, t(0.975, 1) = 12.7062: half width 1.2706
-  CHECK_THAT(md,
-             Contains("| 16 | qlstm | 24 | 2 | 0.7760 | [-0.4946, 2.0466] | 0.6760 | 0.8760 |"));
+  // mean 0.776, s = 0.1414, t(0.975, 1) = 12.7062: half width 1.2706, [-0.4946, 2.0466] clipped
+  // to the range of an accuracy.
+  CHECK_THAT(md, Contains("| 16 | qlstm | 24 | 2 | 0.7760 | [0.0000, 1.0000] | 0.6760 | 0.8760 |"));
+  CHECK_THAT(md, Contains("clipped to [0, 1]"));
   CHECK_THAT(md, Contains("| 32 | lru | 48 | 2 | 0.8520 | [0.8520, 0.8520] | 0.8520 | 0.8520 |"));
   const std::string svg = read_file(summary.folder / "accuracy_vs_length.svg");
   CHECK_THAT(svg, Contains("fill-opacity=\"0.15\""));
