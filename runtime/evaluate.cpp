@@ -54,12 +54,8 @@ void read_eval_lengths(Options& options, EvalSpec& spec) {
       }
       spec.ranges.push_back({min, max});
       for (int64_t length = min; length <= max; ++length) add(length);
-    } else if (const auto* length = std::get_if<int64_t>(&item.value); length && *length >= 1) {
+    } else if (const std::optional<int64_t> length = item.whole_number(); length && *length >= 1) {
       add(*length);
-    } else if (const auto* number = std::get_if<double>(&item.value);
-               number && *number >= 1 && *number <= 9007199254740992.0 &&
-               *number == std::floor(*number)) {
-      add(static_cast<int64_t>(*number));  // 1e9 as Lua writes it
     } else {
       options.fail(where, "must be a length >= 1 or a range { min =, max = }, got " + item.show());
     }

@@ -91,18 +91,20 @@ void Options::fail(const std::string& key, const std::string& message) const {
   throw UserError(context_ + ": option '" + key + "' " + message);
 }
 
+std::optional<int64_t> OptionValue::whole_number() const {
+  if (const auto* i = std::get_if<int64_t>(&value)) return *i;
+  if (const auto* d = std::get_if<double>(&value);
+      d && std::floor(*d) == *d && std::abs(*d) < 9.0e15)
+    return static_cast<int64_t>(*d);
+  return std::nullopt;
+}
+
 std::optional<int64_t> Options::optional_integer(const std::string& key, IntRange range) {
   const OptionValue* value = take(key);
   if (!value) return std::nullopt;
-  int64_t result = 0;
-  if (const auto* i = std::get_if<int64_t>(&value->value)) {
-    result = *i;
-  } else if (const auto* d = std::get_if<double>(&value->value);
-             d && std::floor(*d) == *d && std::abs(*d) < 9.0e15) {
-    result = static_cast<int64_t>(*d);
-  } else {
-    fail(key, "must be an integer, got " + value->show());
-  }
+  const std::optional<int64_t> whole = value->whole_number();
+  if (!whole) fail(key, "must be an integer, got " + value->show());
+  const int64_t result = *whole;
   if (result < range.min || result > range.max)
     fail(key, "must be " + show_integer_range(range) + ", got " + std::to_string(result));
   return result;

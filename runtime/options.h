@@ -40,6 +40,9 @@ struct OptionValue {
   std::string type_name()
       const;                 // "boolean", "integer", "number", "string", "table", "list", "object"
   std::string show() const;  // the value as the user wrote it, for error messages
+  // The value as an integer: an integer, or a whole number (Lua writes 1e9 as a float); none
+  // for anything else.
+  std::optional<int64_t> whole_number() const;
 };
 
 // Integer bounds; both ends inclusive.
