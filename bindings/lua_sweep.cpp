@@ -13,6 +13,7 @@
 #include "bindings/session.h"
 #include "runtime/report/report.h"
 #include "runtime/report/run_data.h"
+#include "runtime/report/seed_stats.h"
 #include "runtime/report/svg_chart.h"
 #include "runtime/run_folder.h"
 #include "runtime/sweep/run_lock.h"
@@ -394,6 +395,22 @@ int plot_binding(lua_State* L) {
   fs::create_directories(path.parent_path(), error);
   write_file_atomic(path, report::render_svg(figure));
   lua_pushstring(L, path.c_str());
+  return 1;
+}
+
+// ms.seed_stats{ values = {…} }: what ms.report gives over the seeds of a cell, for numbers a
+// script measures itself: { n, mean, low, high (the 95% Student-t interval; absent below two
+// values), min, max (the best of seeds) }.
+int seed_stats_binding(lua_State* L) {
+  Options options = read_options(L, 1, "ms.seed_stats");
+  const std::vector<double> values = options.numbers("values", {});
+  options.finish();
+  const report::SeedStats stats = report::seed_stats(values);
+  if (stats.n == 0) options.fail("values", "must hold at least one finite number");
+  nlohmann::json result = {
+      {"n", stats.n}, {"mean", stats.mean}, {"min", stats.min}, {"max", stats.max}};
+  if (stats.n >= 2) result.update({{"low", stats.low}, {"high", stats.high}});
+  push_json(L, result);
   return 1;
 }
 

@@ -11,5 +11,6 @@ namespace memscript::lua {
 void push_sweep_helpers(lua_State* L);  // pushes the ms._sweep table
 int report_binding(lua_State* L);       // ms.report{ runs =, out =, line =, title = }
 int plot_binding(lua_State* L);         // ms.plot{ file =, lines = {…}, title =, … }
+int seed_stats_binding(lua_State* L);   // ms.seed_stats{ values = {…} }
 
 }  // namespace memscript::lua

@@ -147,6 +147,7 @@ int open_core(lua_State* L) {
   set_function(L, "param", protect<param>);
   set_function(L, "report", protect<report_binding>);
   set_function(L, "plot", protect<plot_binding>);
+  set_function(L, "seed_stats", protect<seed_stats_binding>);
   push_sweep_helpers(L);
   lua_setfield(L, -2, "_sweep");
   push_versions(L);

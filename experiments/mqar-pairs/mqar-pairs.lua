@@ -79,18 +79,12 @@ local function read_by_pairs(path)
 end
 
 -- Over the seeds of each mixer: the mean at each number of pairs, its 95% interval (Student t,
--- as ms.report gives; drawn as a band) and the best seed.
-local t975 = { 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262 }  -- by n − 1
-
+-- as ms.report gives; clipped to [0, 1] and drawn as a band) and the best seed.
 local function seed_summary(values)
-  local n, sum = #values, 0
-  for _, v in ipairs(values) do sum = sum + v end
-  local mean, best, squares = sum / n, math.max(table.unpack(values)), 0
-  for _, v in ipairs(values) do squares = squares + (v - mean) ^ 2 end
-  if n < 2 then return string.format("%.3f (n = 1)", mean), mean, mean, mean end
-  local half = (t975[n - 1] or 1.96) * math.sqrt(squares / (n - 1) / n)
-  local low, high = math.max(0, mean - half), math.min(1, mean + half)
-  return string.format("%.3f [%.3f, %.3f] (%.3f)", mean, low, high, best), mean, low, high
+  local s = ms.seed_stats{ values = values }
+  if not s.low then return string.format("%.3f (n = 1)", s.mean), s.mean, s.mean, s.mean end
+  local low, high = math.max(0, s.low), math.min(1, s.high)
+  return string.format("%.3f [%.3f, %.3f] (%.3f)", s.mean, low, high, s.max), s.mean, low, high
 end
 
 local by_mixer, order = {}, {}

@@ -222,6 +222,28 @@ TEST_CASE("ms.report reads a sweep inside the output folder and writes its repor
   CHECK(fs::exists(out / "runs/s/report/report.md"));
 }
 
+TEST_CASE("ms.seed_stats gives a script's own numbers ms.report's statistics over seeds") {
+  TempDir out;
+  const Outcome ran = run_in(out, R"lua(
+    local s = ms.seed_stats{ values = { 0.8, 0.9, 1.0 } }
+    assert(s.n == 3 and math.abs(s.mean - 0.9) < 1e-12 and s.min == 0.8 and s.max == 1.0)
+    -- t(0.975, 2) = 4.3026527, s = 0.1: half width 0.2484165
+    assert(math.abs(s.low - 0.6515835) < 1e-6 and math.abs(s.high - 1.1484165) < 1e-6, s.low)
+    local one = ms.seed_stats{ values = { 0.5 } }
+    assert(one.n == 1 and one.mean == 0.5 and one.low == nil and one.high == nil)
+    local function fails(spec, pattern)
+      local ok, err = pcall(ms.seed_stats, spec)
+      assert(not ok and err:find(pattern, 1, true), tostring(err))
+    end
+    fails({ values = {} }, "option 'values' must hold at least one finite number")
+    fails({ values = { "a" } }, "option 'values'")
+    fails({ values = { 0.5, 0 / 0 } }, "option 'values' must be in")
+    fails({ value = { 1 } }, "unknown option 'value'")
+  )lua");
+  INFO(ran.error);
+  CHECK(ran.code == 0);
+}
+
 TEST_CASE("ms.plot draws the lines a script gives it into an SVG inside the output folder") {
   TempDir out;
   const Outcome ran = run_in(out, R"lua(
