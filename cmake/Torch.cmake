@@ -13,11 +13,17 @@ if(MEMSCRIPT_TORCH_PYTHON AND NOT Torch_DIR)
 endif()
 
 # A CUDA build of libtorch appends its own -gencode list (down to sm_50, which nvcc 13 no
-# longer knows) to CMAKE_CUDA_FLAGS; our kernels choose architectures through
-# CMAKE_CUDA_ARCHITECTURES instead.
+# longer knows) to CMAKE_CUDA_FLAGS and sets CMAKE_CUDA_ARCHITECTURES to OFF; our kernels
+# choose architectures through CMAKE_CUDA_ARCHITECTURES, so both are put back.
 set(_cuda_flags_before_torch "${CMAKE_CUDA_FLAGS}")
+set(_cuda_archs_before_torch "${CMAKE_CUDA_ARCHITECTURES}")
 find_package(Torch REQUIRED)
 set(CMAKE_CUDA_FLAGS "${_cuda_flags_before_torch}")
+if(_cuda_archs_before_torch)
+  set(CMAKE_CUDA_ARCHITECTURES "${_cuda_archs_before_torch}")
+else()
+  unset(CMAKE_CUDA_ARCHITECTURES)
+endif()
 message(STATUS "memscript: libtorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")
 
 # A torch wheel keeps its CUDA libraries in sibling nvidia/*/lib folders that its own RPATH

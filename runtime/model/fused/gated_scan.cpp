@@ -70,7 +70,7 @@ Forward run_forward(GatedCellKind kind, const torch::Tensor& pre, const torch::T
 // The forget bias's gradient: the f slot of grad_pre summed over batch and length (in a fixed
 // order on the CPU: each step's row is one block).
 torch::Tensor bias_gradient(const torch::Tensor& grad_pre, GatedScanShape shape) {
-  if (grad_pre.is_cuda()) return grad_pre.narrow(2, 0, shape.hidden).sum({0, 1});
+  if (grad_pre.is_cuda()) return grad_pre.narrow(2, 0, shape.hidden).sum(torch::IntArrayRef{0, 1});
   const torch::Tensor grad_bias = torch::empty({shape.hidden}, grad_pre.options());
   AT_DISPATCH_FLOATING_TYPES(grad_pre.scalar_type(), kOp, [&] {
     kernels::sum_blocks_cpu(data<scalar_t>(grad_pre), shape.batch * shape.length, shape.hidden,
