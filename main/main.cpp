@@ -325,6 +325,7 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   memscript::keep_freed_memory();
   memscript::cache_tensor_memory();
+  memscript::use_full_float32();
   try {
     return run(argc, argv);
   } catch (const UsageError& error) {

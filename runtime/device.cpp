@@ -1,5 +1,6 @@
 #include "runtime/device.h"
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 
@@ -16,6 +17,11 @@ std::string resolve_device(const std::string& requested) {
     return "cuda";
   }
   throw UserError("--device must be auto, cpu or cuda, not '" + requested + "'");
+}
+
+void use_full_float32() {
+  at::globalContext().setAllowTF32CuDNN(false);
+  at::globalContext().setAllowTF32CuBLAS(false);
 }
 
 void set_threads(int threads) { at::set_num_threads(threads); }

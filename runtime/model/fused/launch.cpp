@@ -34,6 +34,10 @@ bool on_cpu_kernels(const torch::Tensor& tensor) {
   return tensor.is_cpu() && (dtype == torch::kFloat || dtype == torch::kDouble);
 }
 
+bool kernels_take(const torch::Tensor& tensor) {
+  return on_cpu_kernels(tensor) || (tensor.is_cuda() && tensor.scalar_type() == torch::kFloat);
+}
+
 void check_inputs(const char* kernel, std::initializer_list<torch::Tensor> tensors, bool bf16) {
   const torch::Tensor& first = *tensors.begin();
   for (const torch::Tensor& tensor : tensors) {

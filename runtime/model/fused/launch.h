@@ -25,6 +25,12 @@ void check_launch(bool launched, const char* message, const char* kernel);
 // ops fall back to composed libtorch ops for anything else.
 bool on_cpu_kernels(const torch::Tensor& tensor);
 
+// The one rule for what the hand-written kernels take: float32 or float64 on the CPU, float32
+// on CUDA. A mixer asked for impl = "fused" runs its kernels when its input is such a tensor
+// and its reference ops otherwise (float64 on CUDA, half precision), so that every dtype and
+// device libtorch has trains, at libtorch's speed where no kernel is written for it.
+bool kernels_take(const torch::Tensor& tensor);
+
 // Throws unless every tensor has the first one's dtype and device, and the dtype is one the
 // kernels have: float32 or float64 on the CPU, float32 (or bf16 where `bf16` is set) on CUDA.
 void check_inputs(const char* kernel, std::initializer_list<torch::Tensor> tensors,

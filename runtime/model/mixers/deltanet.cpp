@@ -2,6 +2,7 @@
 
 #include "runtime/model/fused/delta_rule_op.h"
 #include "runtime/model/fused/impl.h"
+#include "runtime/model/fused/launch.h"
 #include "runtime/model/fused/linear.h"
 
 namespace memscript {
@@ -68,8 +69,9 @@ MixerOutput DeltaNetMixerImpl::forward(const torch::Tensor& x, const MixerState&
   const auto [q, k, v] = project_heads(qkv_, x, shape_.heads, qk_norm_);
   const torch::Tensor carried = state.empty() ? torch::Tensor() : state.tensors.at(0);
   const torch::Tensor beta = write_strength(x), alpha = decay(x);
-  const DeltaRuleOutput out = fused_ ? fused_delta_rule(q, k, v, beta, alpha, carried)
-                                     : delta_rule(q, k, v, beta, alpha, carried);
+  const DeltaRuleOutput out = fused_ && fused::kernels_take(q)
+                                  ? fused_delta_rule(q, k, v, beta, alpha, carried)
+                                  : delta_rule(q, k, v, beta, alpha, carried);
   return {fused::linear(output_, merge_heads(out.outputs)),
           {{out.state}, state.position + x.size(1)}};
 }

@@ -1,6 +1,7 @@
 #include "runtime/model/mixers/linear_attention.h"
 
 #include "runtime/model/fused/impl.h"
+#include "runtime/model/fused/launch.h"
 #include "runtime/model/fused/linear.h"
 #include "runtime/model/fused/linear_attention_op.h"
 
@@ -81,8 +82,9 @@ MixerOutput LinearAttentionMixerImpl::forward(const torch::Tensor& x, const Mixe
   const auto [phi_q, phi_k, v] = project_heads(qkv_, x, shape_.heads, qk_norm_, feature_map());
   LinearAttentionState carried;
   if (!state.empty()) carried = {state.tensors.at(0), state.tensors.at(1)};
-  const LinearAttentionOutput out = fused_ ? fused_linear_attention(phi_q, phi_k, v, carried, eps_)
-                                           : linear_attention(phi_q, phi_k, v, carried, eps_);
+  const LinearAttentionOutput out = fused_ && fused::kernels_take(phi_q)
+                                        ? fused_linear_attention(phi_q, phi_k, v, carried, eps_)
+                                        : linear_attention(phi_q, phi_k, v, carried, eps_);
   return {fused::linear(output_, merge_heads(out.outputs)),
           {{out.state.sum, out.state.normaliser}, state.position + x.size(1)}};
 }

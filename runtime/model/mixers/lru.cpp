@@ -3,6 +3,7 @@
 #include <numbers>
 
 #include "runtime/model/fused/complex_scan.h"
+#include "runtime/model/fused/launch.h"
 #include "runtime/model/fused/linear.h"
 
 namespace memscript {
@@ -107,7 +108,7 @@ MixerOutput LruMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
     im = state.tensors.at(1);
   }
   std::array<torch::Tensor, 4> scan;
-  if (impl_.fused) {
+  if (impl_.fused && fused::kernels_take(re)) {
     fused::ComplexScanResult r = fused::complex_scan(lambda_re, lambda_im, in_re, in_im, re, im);
     scan = {r.h_re, r.h_im, r.last_re, r.last_im};
   } else {

@@ -47,9 +47,8 @@ LstmMixerImpl::LstmMixerImpl(const MixerContext& context, Options& options)
 }
 
 MixerOutput LstmMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const bool kernel_takes_it =
-      fused::on_cpu_kernels(x) || (x.is_cuda() && x.scalar_type() == torch::kFloat);
-  return impl_.fused && kernel_takes_it ? fused_forward(x, state) : reference_forward(x, state);
+  return impl_.fused && fused::kernels_take(x) ? fused_forward(x, state)
+                                               : reference_forward(x, state);
 }
 
 // The input projection of every token in one product (both biases in it), then the

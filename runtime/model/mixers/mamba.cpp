@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/model/fused/launch.h"
 #include "runtime/model/fused/linear.h"
 #include "runtime/model/fused/selective_scan.h"
 
@@ -78,7 +79,7 @@ MixerOutput MambaMixerImpl::forward(const torch::Tensor& x, const MixerState& st
                                : state.tensors.at(1);
   const torch::Tensor A = -torch::exp(A_log_);
   ScanOutput scan;
-  if (impl_.fused) {
+  if (impl_.fused && fused::kernels_take(u)) {
     fused::SelectiveScanResult r =
         fused::selective_scan(u, delta, A, parts[1], parts[2], h0, negative_eigenvalues_);
     scan = {r.y, r.h_last};

@@ -2,6 +2,7 @@
 
 #include "runtime/model/fused/gated_block.h"
 #include "runtime/model/fused/gated_scan.h"
+#include "runtime/model/fused/launch.h"
 #include "runtime/model/fused/linear.h"
 
 namespace memscript {
@@ -21,7 +22,7 @@ MinGruMixerImpl::MinGruMixerImpl(const MixerContext& context, Options& options)
 MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
   const torch::Tensor pre = fused::linear(input_, x);
   const int64_t position = state.position + x.size(1);
-  if (impl_.fused) {
+  if (impl_.fused && fused::kernels_take(pre)) {
     const fused::GatedScanResult cell = fused::mingru_cell(
         pre, state.empty() ? torch::Tensor() : state.tensors.at(0), negative_eigenvalues_);
     return {fused::linear(output_, cell.outputs), {{cell.last}, position}};
@@ -43,7 +44,7 @@ MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& s
 
 MixerOutput MinGruMixerImpl::forward_normed(const torch::Tensor& x, const fused::PreNorm& norm,
                                             const MixerState& state) {
-  if (impl_.fused) {
+  if (impl_.fused && fused::kernels_take(x)) {
     const fused::GatedProjections projections{input_->weight, input_->bias, torch::Tensor(),
                                               output_->weight, output_->bias};
     const std::optional<fused::GatedBlockResult> block = fused::mingru_block(

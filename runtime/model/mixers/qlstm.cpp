@@ -2,6 +2,7 @@
 
 #include "runtime/model/fused/gated_block.h"
 #include "runtime/model/fused/gated_scan.h"
+#include "runtime/model/fused/launch.h"
 #include "runtime/model/fused/linear.h"
 
 namespace memscript {
@@ -46,7 +47,7 @@ QlstmMixerImpl::QlstmMixerImpl(const MixerContext& context, Options& options)
 MixerOutput QlstmMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
   const torch::Tensor pre = fused::linear(gates_, x);
   const int64_t position = state.position + x.size(1);
-  if (impl_.fused) {
+  if (impl_.fused && fused::kernels_take(pre)) {
     const fused::GatedScanResult cell =
         fused::qlstm_cell(pre, forget_bias_, state.empty() ? torch::Tensor() : state.tensors.at(0),
                           negative_eigenvalues_);
@@ -64,7 +65,7 @@ MixerOutput QlstmMixerImpl::forward(const torch::Tensor& x, const MixerState& st
 
 MixerOutput QlstmMixerImpl::forward_normed(const torch::Tensor& x, const fused::PreNorm& norm,
                                            const MixerState& state) {
-  if (impl_.fused) {
+  if (impl_.fused && fused::kernels_take(x)) {
     const fused::GatedProjections projections{gates_->weight, gates_->bias, forget_bias_,
                                               output_->weight, output_->bias};
     const std::optional<fused::GatedBlockResult> block = fused::qlstm_block(
