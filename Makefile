@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make run    bootstrap, build, run experiments/quickstart.lua
 #   make test   bootstrap, build, run the test suite (ctest)
-# Others: make build, make bootstrap, make bench, make experiments (the study's experiments
+# Others: make test-gpu (the CUDA kernels against the CPU, on a GPU), make build, make bootstrap, make bench, make experiments (the study's experiments
 # and grazzi-s5, into experiments/*/results/, about 2 hours on 2 cores), make test-sanitize (ASan/LSan/UBSan
 # build of the binding tests, in build-sanitize/), make format, make clean.
 
@@ -12,7 +12,7 @@ JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 CTEST_ARGS ?=
 
-.PHONY: all bootstrap build run test test-sanitize bench experiments format clean
+.PHONY: all bootstrap build run test test-gpu test-sanitize bench experiments format clean
 
 all: build
 
@@ -33,6 +33,13 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+# Every mixer and CUDA kernel on a real GPU against the CPU (label gpu); says SKIPPED, loudly,
+# where the build has no CUDA kernels or no GPU is usable.
+test-gpu: build
+	@if [ ! -x $(BUILD)/tests/memscript_gpu_tests ]; then \
+	  echo "SKIPPED: this build has no CUDA kernels (no nvcc when it was configured): no gpu tests"; \
+	else cd $(BUILD) && ctest --output-on-failure -L gpu $(CTEST_ARGS); fi
 
 # Benchmarks (medians, side by side in one run); never part of the tests.
 bench: build

@@ -19,6 +19,7 @@
 #include "bench_model.h"
 #include "bench_util.h"
 #include "runtime/batch.h"
+#include "runtime/device.h"
 #include "runtime/memory.h"
 #include "runtime/optim.h"
 #include "runtime/tensor_cache.h"
@@ -37,6 +38,7 @@ struct Settings {
   std::vector<int64_t> lengths;
   int64_t batch = 32;
   int threads = 1;
+  std::string device = "cpu";  // "cpu" or "cuda": where the models and batches live
   Budget budget;
   bool steps = true;
   bool reference = true;  // the step table's reference column
@@ -89,6 +91,7 @@ class Bench {
             {"length", c.length},
             {"batch", batch},
             {"threads", settings_.threads},
+            {"device", settings_.device},
             {"impl", c.impl},
             {"ran", m.ran},
             {"parameters", m.parameters},
@@ -109,14 +112,20 @@ class Bench {
   Measurement time_training_step(const Case& c, int64_t batch_size) {
     BenchModel built = build_model(c.mixer, c.preset, c.impl, c.length);
     DecoderImpl& model = *built.model;
+    const torch::Device device(settings_.device);
+    model.to(device);
     model.train();
     auto optimizer = OptimizerSpec{}.make(model.parameters());
-    const TensorBatch batch =
+    const TensorBatch host =
         to_tensors(sample_host_batch(*built.task, batch_size, {c.length, c.length}, 1));
+    const torch::Tensor inputs = host.inputs.to(device), targets = host.targets.to(device),
+                        mask = host.mask.to(device);
     const Median median = median_within(settings_.budget, [&] {
       optimizer->zero_grad();
-      masked_cross_entropy(model.forward(batch.inputs), batch.targets, batch.mask).backward();
+      masked_cross_entropy(model.forward(inputs), targets, mask).backward();
       optimizer->step();
+      // A CUDA step is queued, not done, when step() returns: the timer must wait for it.
+      if (device.is_cuda()) torch::cuda::synchronize();
     });
     return {median.seconds * 1e3, median.repeats, model.num_parameters(), built.impl,
             model.config()};
@@ -134,8 +143,9 @@ std::string impl_note(const Measurement& m, const std::string& asked) {
 
 void print_step_table(Bench& bench) {
   const Settings& s = bench.settings();
-  std::printf("\n# ms per training step (forward + backward + AdamW), batch %lld, %d thread(s)\n",
-              static_cast<long long>(s.batch), s.threads);
+  std::printf(
+      "\n# ms per training step (forward + backward + AdamW) on %s, batch %lld, %d thread(s)\n",
+      s.device.c_str(), static_cast<long long>(s.batch), s.threads);
   std::printf("# median of %d..%d timed steps after %d warm-up steps\n", s.budget.min_repeats,
               s.budget.max_repeats, s.budget.warmup);
   std::printf("%-17s %-10s %6s %9s %11s %14s %9s\n", "mixer", "preset", "L", "params", "fused ms",
@@ -237,6 +247,7 @@ std::optional<nlohmann::json> run_pytorch(const Settings& s, const nlohmann::jso
   command += " --cases " + shell_quote(in.string());
   command += " --out " + shell_quote(out.string());
   command += " --threads " + std::to_string(s.threads);
+  command += " --device " + s.device;
   command += " --warmup " + std::to_string(s.budget.warmup);
   command += " --min-repeats " + std::to_string(s.budget.min_repeats);
   command += " --max-repeats " + std::to_string(s.budget.max_repeats);
@@ -317,6 +328,8 @@ Settings parse(int argc, char** argv) {
       ("batch", "batch size", cxxopts::value<int64_t>()->default_value("32"))
       ("threads", "intra-op threads (env MEMSCRIPT_BENCH_THREADS)",
        cxxopts::value<int>()->default_value(env_or("MEMSCRIPT_BENCH_THREADS", "1")))
+      ("device", "cpu or cuda (env MEMSCRIPT_BENCH_DEVICE)",
+       cxxopts::value<std::string>()->default_value(env_or("MEMSCRIPT_BENCH_DEVICE", "cpu")))
       ("warmup", "untimed steps before timing", cxxopts::value<int>()->default_value("1"))
       ("min-repeats", "fewest timed steps", cxxopts::value<int>()->default_value("3"))
       ("max-repeats", "most timed steps", cxxopts::value<int>()->default_value("50"))
@@ -348,6 +361,11 @@ Settings parse(int argc, char** argv) {
   s.lengths = split_integers(parsed["lengths"].as<std::string>());
   s.batch = parsed["batch"].as<int64_t>();
   s.threads = parsed["threads"].as<int>();
+  s.device = parsed["device"].as<std::string>();
+  if (s.device != "cpu" && s.device != "cuda")
+    throw std::runtime_error("--device must be cpu or cuda, not '" + s.device + "'");
+  if (s.device == "cuda" && !torch::cuda::is_available())
+    throw std::runtime_error("--device cuda: no usable GPU here");
   s.budget = {parsed["warmup"].as<int>(), parsed["min-repeats"].as<int>(),
               parsed["max-repeats"].as<int>(), parsed["budget"].as<double>()};
   const std::vector<std::string> parts = split_list(parsed["parts"].as<std::string>());
@@ -373,6 +391,7 @@ Settings parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   memscript::keep_freed_memory();  // as the memscript binary does
   memscript::cache_tensor_memory();
+  memscript::use_full_float32();
   try {
     Bench bench(parse(argc, argv));
     const Settings& s = bench.settings();

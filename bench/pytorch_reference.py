@@ -344,19 +344,22 @@ def masked_cross_entropy(logits, targets, mask):
 
 def time_case(case, args):
     torch.manual_seed(41)
-    model = Decoder(case["config"])
+    device = torch.device(args.device)
+    model = Decoder(case["config"]).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                                   weight_decay=0.01)
     shape = (case["batch"], case["length"])
     # Bit parity, every position scored: the batch memscript's bench trains on.
-    inputs = torch.randint(0, 2, shape)
+    inputs = torch.randint(0, 2, shape).to(device)
     targets = inputs.cumsum(1) % 2
-    mask = torch.ones(shape, dtype=torch.bool)
+    mask = torch.ones(shape, dtype=torch.bool, device=device)
 
     def step():
         optimizer.zero_grad()
         masked_cross_entropy(model(inputs), targets, mask).backward()
         optimizer.step()
+        if device.type == "cuda":  # the step is queued, not done, until the GPU finishes it
+            torch.cuda.synchronize()
 
     for _ in range(args.warmup):
         step()
@@ -381,6 +384,7 @@ def main():
     parser.add_argument("--cases", required=True, help="JSON list of cases (see above)")
     parser.add_argument("--out", required=True, help="where to write the JSON results")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--min-repeats", type=int, default=3)
     parser.add_argument("--max-repeats", type=int, default=50)

@@ -1,0 +1,136 @@
+// Every mixer on CUDA against the same mixer on the CPU, from the same weights and batch: the
+// logits, the loss, every parameter's gradient, the parameters after one AdamW step, and the
+// state handed from one chunk to the next. impl = "fused" on CUDA runs the kernels of
+// kernels/*.cu (float32); impl = "reference" runs composed libtorch ops on CUDA; float64 on CUDA
+// takes the fused ops' libtorch fallback. Run by `make test-gpu` (label gpu).
+
+#include <catch2/catch.hpp>
+
+#include "../model/model_harness.h"
+#include "runtime/model/fused/cross_entropy.h"
+#include "runtime/model/mixer.h"
+#include "runtime/optim.h"
+
+using namespace memscript;
+using memscript::test::chunked_logits;
+using memscript::test::ExtraOptions;
+using memscript::test::make_decoder;
+using memscript::test::relative_error;
+
+namespace {
+
+struct Variant {
+  std::string mixer;
+  ExtraOptions options;
+  std::string label() const {
+    std::string text = mixer;
+    for (const auto& [key, value] : options) text += " " + key + "=" + value.show();
+    return text;
+  }
+};
+
+// Each mixer at its defaults, and the options that choose other kernel paths.
+std::vector<Variant> variants(const std::string& impl) {
+  std::vector<Variant> out;
+  for (const std::string& name : mixer_names()) out.push_back({name, {}});
+  for (const char* name : {"qlstm", "mingru", "lru", "mamba", "deltanet", "gated_deltanet"})
+    out.push_back({name, {{"negative_eigenvalues", {true}}}});
+  for (const char* name : {"gpt", "linear_attention", "deltanet", "gated_deltanet"})
+    out.push_back({name, {{"short_conv", {int64_t{4}}}}});
+  for (Variant& v : out) v.options["impl"] = {impl};
+  return out;
+}
+
+struct Step {
+  torch::Tensor logits, loss;
+  std::map<std::string, torch::Tensor> grads, after;  // gradients; parameters after AdamW
+};
+
+// One training step: forward, masked cross-entropy, backward, memscript's AdamW (its CPU loop
+// on the CPU, libtorch ops on CUDA).
+Step train_step(Decoder& model, const torch::Tensor& tokens, const torch::Tensor& targets,
+                const torch::Tensor& mask) {
+  const torch::Device device = model->device();
+  const std::unique_ptr<Optimizer> optimizer = OptimizerSpec{}.make(model->parameters());
+  optimizer->zero_grad();
+  Step step;
+  step.logits = model->forward(tokens.to(device));
+  step.loss = masked_cross_entropy(step.logits, targets.to(device), mask.to(device));
+  step.loss.backward();
+  for (const auto& item : model->named_parameters())
+    if (item.value().grad().defined()) step.grads[item.key()] = item.value().grad().cpu();
+  optimizer->step();
+  for (const auto& item : model->named_parameters())
+    step.after[item.key()] = item.value().detach().cpu();
+  step.logits = step.logits.detach().cpu();
+  step.loss = step.loss.detach().cpu();
+  return step;
+}
+
+void check_close(const torch::Tensor& gpu, const torch::Tensor& cpu, double tolerance,
+                 const std::string& what) {
+  INFO(what);
+  REQUIRE(gpu.sizes() == cpu.sizes());
+  REQUIRE(torch::isfinite(gpu).all().item<bool>());
+  CHECK(relative_error(gpu, cpu) <= tolerance);
+}
+
+void compare_devices(const std::string& impl, torch::Dtype dtype, double tolerance) {
+  const int64_t batch = 3, length = 70;
+  torch::manual_seed(11);
+  const torch::Tensor tokens = torch::randint(0, 4, {batch, length}, torch::kInt64);
+  const torch::Tensor targets = torch::randint(0, 3, {batch, length}, torch::kInt64);
+  const torch::Tensor mask = torch::rand({batch, length}) < 0.7;
+  // d_model 16 with 2 heads: heads of 8, less than a warp; 96 with 2: heads of 48, a warp and
+  // a half, and an LSTM of 384 gates.
+  for (const int64_t d_model : {16, 96})
+    for (const Variant& v : variants(impl)) {
+      SECTION(v.label() + " d_model=" + std::to_string(d_model)) {
+        Decoder cpu = make_decoder(v.mixer, d_model, 2, 2, v.options);
+        Decoder gpu = make_decoder(v.mixer, d_model, 2, 2, v.options);
+        {
+          torch::NoGradGuard no_grad;
+          auto target = gpu->named_parameters();
+          for (const auto& item : cpu->named_parameters()) target[item.key()].copy_(item.value());
+        }
+        cpu->to(dtype);
+        gpu->to(torch::Device(torch::kCUDA), dtype);
+        const Step on_cpu = train_step(cpu, tokens, targets, mask);
+        const Step on_gpu = train_step(gpu, tokens, targets, mask);
+        check_close(on_gpu.logits, on_cpu.logits, tolerance, "logits");
+        check_close(on_gpu.loss, on_cpu.loss, tolerance, "loss");
+        REQUIRE(on_gpu.grads.size() == on_cpu.grads.size());
+        for (const auto& [name, grad] : on_cpu.grads)
+          check_close(on_gpu.grads.at(name), grad, 10 * tolerance, "gradient of " + name);
+        // Adam moves each parameter by at most about lr, ±lr where a gradient is all but zero
+        // whatever its rounding: after the step the two agree to within 2 lr, absolutely.
+        for (const auto& [name, value] : on_cpu.after) {
+          INFO("after AdamW: " << name);
+          CHECK((on_gpu.after.at(name) - value).abs().max().item<double>() <=
+                2 * OptimizerSpec{}.lr);
+        }
+
+        // Two chunks on the GPU, the second from the first's state, give the one-pass logits.
+        torch::NoGradGuard no_grad;
+        const torch::Tensor whole = gpu->forward(tokens.cuda()).cpu();
+        const torch::Tensor chunked = chunked_logits(gpu, tokens.cuda(), {29, length}).cpu();
+        check_close(chunked, whole, tolerance, "chunks 29 + 41 against one pass");
+      }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("every mixer, fused kernels: a training step on CUDA matches the CPU in float32",
+          "[gpu]") {
+  compare_devices("fused", torch::kFloat32, 2e-4);
+}
+
+TEST_CASE("every mixer, reference ops: a training step on CUDA matches the CPU in float32",
+          "[gpu]") {
+  compare_devices("reference", torch::kFloat32, 2e-4);
+}
+
+TEST_CASE("every mixer in float64 on CUDA (the fused ops' fallback) matches the CPU", "[gpu]") {
+  compare_devices("fused", torch::kFloat64, 1e-9);
+}
