@@ -21,9 +21,11 @@
 // through W_hh). The forward saves the activated gates and the cells when a backward is to
 // come; the backward walks the row in reverse from them. grad_W_hh is summed per batch row into
 // its own [4 · hidden, hidden] partial, and the caller adds the partials in row order
-// (block_sum.h): the same bits for any thread count. The CUDA kernel runs the same per-row
-// bodies, one thread per batch row; the CPU steps sixteen batch rows side by side, one per
-// vector lane, each lane evaluating the same expressions in the same order (the same bits).
+// (block_sum.h): the same bits for any thread count. The CPU steps sixteen batch rows side by
+// side, one per vector lane, each lane evaluating the row bodies' expressions in the same order
+// (the same bits). The CUDA kernels give each batch row a block whose threads split the
+// channels: one thread per gate for W_hh h_{t-1}, one per hidden channel for the cell (the
+// cell formulas are lstm_cell and lstm_cell_backward, shared with the rows).
 
 #include <cstdint>
 
@@ -72,6 +74,30 @@ struct LstmBackward {
   T* scratch;             // [batch, 4 · hidden]
 };
 
+// Channel j's cell from the activated gates z = (i, f, g, o) [4 · hidden]: c ← f c + i g,
+// h = o tanh(c). Written once for the CPU rows and the CUDA kernel.
+template <typename T>
+MS_HOST_DEVICE inline void lstm_cell(const T* z, int64_t hidden, int64_t j, T& c, T& h) {
+  c = z[hidden + j] * c + z[j] * z[2 * hidden + j];
+  h = z[3 * hidden + j] * tanh_of(c);
+}
+
+// The backward of channel j's cell: from the gates z, c_t, c_{t-1} and gh (what reaches h_t),
+// writes the four pre-activation gradients grad_z[slot · hidden + j] and turns carry_c (what
+// reaches c_t from later steps) into what reaches c_{t-1}.
+template <typename T>
+MS_HOST_DEVICE inline void lstm_cell_backward(const T* z, T c, T c_prev, T gh, int64_t hidden,
+                                              int64_t j, T* grad_z, T& carry_c) {
+  const T i = z[j], f = z[hidden + j], g = z[2 * hidden + j], o = z[3 * hidden + j];
+  const T tanh_c = tanh_of(c);
+  const T gc = carry_c + gh * o * (T(1) - tanh_c * tanh_c);
+  grad_z[j] = gc * g * (i * (T(1) - i));
+  grad_z[hidden + j] = gc * c_prev * (f * (T(1) - f));
+  grad_z[2 * hidden + j] = gc * i * (T(1) - g * g);
+  grad_z[3 * hidden + j] = gh * tanh_c * (o * (T(1) - o));
+  carry_c = gc * f;
+}
+
 // Step t of batch row n: the gates from pre_t and h_{t-1} (in h_last), then c_t and h_t.
 template <typename T>
 MS_HOST_DEVICE inline void lstm_step(const LstmForward<T>& a, LstmShape s, int64_t n, int64_t t) {
@@ -95,8 +121,7 @@ MS_HOST_DEVICE inline void lstm_step(const LstmForward<T>& a, LstmShape s, int64
   }
   T* __restrict__ h_out = a.outputs + row * hidden;
   for (int64_t j = 0; j < hidden; ++j) {
-    c[j] = z[hidden + j] * c[j] + z[j] * z[2 * hidden + j];
-    h[j] = z[3 * hidden + j] * tanh_of(c[j]);
+    lstm_cell(z, hidden, j, c[j], h[j]);
     h_out[j] = h[j];
   }
   if (a.cells) {
@@ -142,15 +167,7 @@ MS_HOST_DEVICE inline void lstm_backward_row(const LstmBackward<T>& a, LstmShape
     const T* __restrict__ c_prev = t > 0 ? a.cells + (row - 1) * hidden : c_initial;
     T* __restrict__ grad_z = a.grad_pre + row * width;
     for (int64_t j = 0; j < hidden; ++j) {
-      const T i = z[j], f = z[hidden + j], g = z[2 * hidden + j], o = z[3 * hidden + j];
-      const T tanh_c = tanh_of(c[j]);
-      const T gh = grad_y[j] + carry_h[j];
-      const T gc = carry_c[j] + gh * o * (T(1) - tanh_c * tanh_c);
-      grad_z[j] = gc * g * (i * (T(1) - i));
-      grad_z[hidden + j] = gc * c_prev[j] * (f * (T(1) - f));
-      grad_z[2 * hidden + j] = gc * i * (T(1) - g * g);
-      grad_z[3 * hidden + j] = gh * tanh_c * (o * (T(1) - o));
-      carry_c[j] = gc * f;
+      lstm_cell_backward(z, c[j], c_prev[j], grad_y[j] + carry_h[j], hidden, j, grad_z, carry_c[j]);
       grad_h[j] = T(0);
     }
     // W_hhᵀ grad_z into h_{t-1}, and grad_z ⊗ h_{t-1} into W_hh's gradient, a row m at a time.
@@ -169,28 +186,6 @@ MS_HOST_DEVICE inline void lstm_backward_row(const LstmBackward<T>& a, LstmShape
   }
 }
 
-// CUDA per-thread bodies: thread (block, thread) owns batch row block · threads + thread.
-constexpr int64_t kLstmThreadsPerBlock = 64;
-
-inline int64_t lstm_blocks(LstmShape s) {
-  return (s.batch + kLstmThreadsPerBlock - 1) / kLstmThreadsPerBlock;
-}
-
-template <typename T>
-MS_HOST_DEVICE inline void lstm_forward_thread(const LstmForward<T>& a, LstmShape s, int64_t block,
-                                               int64_t thread, int64_t threads_per_block) {
-  const int64_t n = block * threads_per_block + thread;
-  if (n < s.batch) lstm_forward_row(a, s, n);
-}
-
-template <typename T>
-MS_HOST_DEVICE inline void lstm_backward_thread(const LstmBackward<T>& a, LstmShape s,
-                                                int64_t block, int64_t thread,
-                                                int64_t threads_per_block) {
-  const int64_t n = block * threads_per_block + thread;
-  if (n < s.batch) lstm_backward_row(a, s, n);
-}
-
 // CPU: batch rows [begin, end).
 void lstm_forward_cpu(const LstmForward<float>& a, LstmShape s, int64_t begin, int64_t end);
 void lstm_forward_cpu(const LstmForward<double>& a, LstmShape s, int64_t begin, int64_t end);
@@ -198,7 +193,8 @@ void lstm_backward_cpu(const LstmBackward<float>& a, LstmShape s, int64_t begin,
 void lstm_backward_cpu(const LstmBackward<double>& a, LstmShape s, int64_t begin, int64_t end);
 
 // CUDA, float32: device pointers, launched on `stream`; false (with a message) when this build
-// has no CUDA kernels or the launch failed.
+// has no CUDA kernels or the launch failed. `scratch` is not used: the state lives in shared
+// memory.
 bool lstm_forward_cuda(const LstmForward<float>& a, LstmShape s, void* stream,
                        const char** message);
 bool lstm_backward_cuda(const LstmBackward<float>& a, LstmShape s, void* stream,

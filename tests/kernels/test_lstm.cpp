@@ -1,7 +1,8 @@
 // kernels/lstm.h on its own: the forward against the LSTM's equations written out with libm,
-// the hand-written backward against central finite differences for every input, the CUDA
-// per-thread bodies run over every block and thread against the CPU loop, and the launcher's
-// failure without a GPU.
+// the hand-written backward against central finite differences for every input, the scalar
+// row bodies (whose cell formulas the CUDA kernel shares) against the CPU's vector lanes, and
+// the launcher's failure without a GPU. The CUDA kernel itself is checked on a GPU by
+// tests/gpu (make test-gpu).
 
 #include <algorithm>
 #include <cmath>
@@ -207,8 +208,8 @@ TEST_CASE("the fused LSTM backward matches finite differences for every input") 
   }
 }
 
-TEST_CASE("the fused LSTM's CUDA bodies, run over every block and thread, match the CPU") {
-  const LstmShape s{kLstmThreadsPerBlock + 6, 9, 5};  // two blocks, the second partly idle
+TEST_CASE("the fused LSTM's scalar row bodies match the CPU's vector lanes bit for bit") {
+  const LstmShape s{21, 9, 5};  // a tile of sixteen lanes and a partial one
   const Case c = random_case(s, 31);
   const auto as_float = [](const std::vector<double>& v) {
     return std::vector<float>(v.begin(), v.end());
@@ -220,9 +221,7 @@ TEST_CASE("the fused LSTM's CUDA bodies, run over every block and thread, match 
   ForwardBuffers<float> cpu(s), emulated(s);
   lstm_forward_cpu(forward_args(pre, w_t, h0, c0, true, cpu, true), s, 0, s.batch);
   const LstmForward<float> forward = forward_args(pre, w_t, h0, c0, true, emulated, true);
-  emulate_launch(lstm_blocks(s), kLstmThreadsPerBlock, [&](int64_t block, int64_t thread) {
-    lstm_forward_thread(forward, s, block, thread, kLstmThreadsPerBlock);
-  });
+  for (int64_t n = 0; n < s.batch; ++n) lstm_forward_row(forward, s, n);
   CHECK(cpu.outputs == emulated.outputs);
   CHECK(cpu.cells == emulated.cells);
   CHECK(cpu.h_last == emulated.h_last);
@@ -233,9 +232,7 @@ TEST_CASE("the fused LSTM's CUDA bodies, run over every block and thread, match 
                     s.batch);
   const LstmBackward<float> backward =
       backward_args(w, h0, c0, true, cpu, grad_y, grad_h, grad_c, emulated_grads);
-  emulate_launch(lstm_blocks(s), kLstmThreadsPerBlock, [&](int64_t block, int64_t thread) {
-    lstm_backward_thread(backward, s, block, thread, kLstmThreadsPerBlock);
-  });
+  for (int64_t n = 0; n < s.batch; ++n) lstm_backward_row(backward, s, n);
   CHECK(cpu_grads.grad_pre == emulated_grads.grad_pre);
   CHECK(cpu_grads.grad_weight == emulated_grads.grad_weight);
   CHECK(cpu_grads.grad_h0 == emulated_grads.grad_h0);
