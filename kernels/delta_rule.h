@@ -7,8 +7,9 @@
 // S is [dv, dk] (values x keys); α = 1 when no decay is given. Written row by row, row i of S
 // only ever sees v_t[i]: s_i ← α s_i + β (v_i − α s_i·k) k. So the forward runs one row per
 // thread. The backward sums over rows into the gradients of q, k, β and α; to keep those sums
-// in one fixed order (bit-identical whatever the thread count) it runs one head per thread,
-// rows in order.
+// in one fixed order (bit-identical whatever the thread count) the CPU runs one head per
+// thread, rows in order, and the CUDA kernel one head per block, each sum added in row order
+// by one thread.
 //
 // Memory. The backward needs S_{t-1} and S_t at every step. Storing all of them costs
 // L·dv·dk per head (L = 16384, d = 16: 16 MiB per head in float). Inverting the step instead
@@ -227,8 +228,9 @@ MS_HOST_DEVICE inline void delta_rule_backward_head(const DeltaRuleBackward<T>& 
   }
 }
 
-// The CUDA kernels' per-thread bodies: which row (forward) or head (backward) a
-// (block, thread) pair owns. Here so the tests can run them on the CPU over blocks x threads.
+// The CUDA forward's per-thread body: which row a (block, thread) pair owns. Here so the tests
+// can run it on the CPU over blocks x threads. (The CUDA backward, in matrix_state_cuda.cu,
+// gives each head a block and spreads delta_rule_backward_token's rows over its threads.)
 constexpr int64_t kDeltaRuleThreadsPerBlock = 128;
 
 template <typename T>
@@ -236,13 +238,6 @@ MS_HOST_DEVICE inline void delta_rule_forward_thread(const DeltaRuleForward<T>& 
                                                      int64_t thread, int64_t threads_per_block) {
   const int64_t row = block * threads_per_block + thread;
   if (row < p.shape.row_count()) delta_rule_forward_row(p, row);
-}
-
-template <typename T>
-MS_HOST_DEVICE inline void delta_rule_backward_thread(const DeltaRuleBackward<T>& p, int64_t block,
-                                                      int64_t thread, int64_t threads_per_block) {
-  const int64_t head_index = block * threads_per_block + thread;
-  if (head_index < p.shape.head_count()) delta_rule_backward_head(p, head_index);
 }
 
 inline int64_t delta_rule_blocks(int64_t threads) {

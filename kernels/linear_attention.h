@@ -14,9 +14,10 @@
 // The forward saves only d_t (one number per token) for the backward, and nothing at all
 // without gradients: its memory is the dk·dv + dk state per head, whatever the length.
 //
-// z is shared by every column of S and the gradients of φq, φk sum over columns, so both
-// directions run one head per thread, columns in a fixed order: bit-identical whatever the
-// thread count.
+// z is shared by every column of S and the gradients of φq, φk sum over columns, so on the CPU
+// both directions run one head per thread, columns in a fixed order: bit-identical whatever the
+// thread count. The CUDA kernels (matrix_state_cuda.cu) give a head a block and its rows and
+// columns threads, each sum in the same order.
 
 #include <cstdint>
 
@@ -36,9 +37,10 @@ struct LinearAttentionShape {
   MS_HOST_DEVICE int64_t head_count() const { return batch * heads; }
   MS_HOST_DEVICE int64_t matrix_size() const { return key_dim * value_dim; }
   // Acc elements of backward workspace one head needs: S and z, then G and g, then one token's
-  // ∂o / d.
+  // ∂o / d, on the CPU; the CUDA kernel keeps S, G and G again by columns in the same space.
   MS_HOST_DEVICE int64_t workspace_per_head() const {
-    return 2 * (matrix_size() + key_dim) + value_dim;
+    const int64_t cpu = 2 * (matrix_size() + key_dim) + value_dim, cuda = 3 * matrix_size();
+    return cpu > cuda ? cpu : cuda;
   }
 };
 
@@ -225,29 +227,6 @@ MS_HOST_DEVICE inline void linear_attention_backward_head(const LinearAttentionB
 
 // The CUDA kernels' per-thread bodies: one head per thread, in both directions. Here so the
 // tests can run them on the CPU over blocks x threads.
-constexpr int64_t kLinearAttentionThreadsPerBlock = 64;
-
-inline int64_t linear_attention_blocks(const LinearAttentionShape& shape) {
-  return (shape.head_count() + kLinearAttentionThreadsPerBlock - 1) /
-         kLinearAttentionThreadsPerBlock;
-}
-
-template <typename T>
-MS_HOST_DEVICE inline void linear_attention_forward_thread(const LinearAttentionForward<T>& p,
-                                                           int64_t block, int64_t thread,
-                                                           int64_t threads_per_block) {
-  const int64_t head_index = block * threads_per_block + thread;
-  if (head_index < p.shape.head_count()) linear_attention_forward_head(p, head_index);
-}
-
-template <typename T>
-MS_HOST_DEVICE inline void linear_attention_backward_thread(const LinearAttentionBackward<T>& p,
-                                                            int64_t block, int64_t thread,
-                                                            int64_t threads_per_block) {
-  const int64_t head_index = block * threads_per_block + thread;
-  if (head_index < p.shape.head_count()) linear_attention_backward_head(p, head_index);
-}
-
 // CPU: heads [begin, end) of shape.head_count(); the caller splits the range across its pool.
 void linear_attention_forward_cpu(const LinearAttentionForward<float>& p, int64_t begin,
                                   int64_t end);

@@ -1,6 +1,6 @@
 // The delta-rule kernels on raw buffers: forward against the recurrence written out as
 // matrices, backward against finite differences, checkpoint spacing and row/head ranges that
-// must not change a bit, and the CUDA kernels' per-thread bodies emulated over blocks x threads.
+// must not change a bit, and the scalar bodies (the CUDA forward's per block and thread).
 
 #include <catch2/catch.hpp>
 
@@ -130,7 +130,9 @@ struct Buffers {
     delta_rule_backward_cpu(backward(), 0, shape.head_count());
   }
 
-  // The CUDA kernels' per-thread bodies, every block and thread in turn.
+  // The scalar bodies: the CUDA forward's per-thread body over every block and thread, and
+  // the backward one head at a time (the CUDA backward spreads that body's rows over a block;
+  // tests/gpu checks it on a GPU).
   void run_emulated() {
     const DeltaRuleForward<T> f = forward();
     memscript::test::emulate_launch(delta_rule_blocks(shape.row_count()), kDeltaRuleThreadsPerBlock,
@@ -139,11 +141,7 @@ struct Buffers {
                                                                 kDeltaRuleThreadsPerBlock);
                                     });
     const DeltaRuleBackward<T> b = backward();
-    memscript::test::emulate_launch(delta_rule_blocks(shape.head_count()),
-                                    kDeltaRuleThreadsPerBlock, [&](int64_t block, int64_t thread) {
-                                      delta_rule_backward_thread(b, block, thread,
-                                                                 kDeltaRuleThreadsPerBlock);
-                                    });
+    for (int64_t head = 0; head < shape.head_count(); ++head) delta_rule_backward_head(b, head);
   }
 
   // Every output and gradient, in double.
@@ -285,7 +283,7 @@ TEST_CASE("delta-rule kernels split into head ranges give the same bits as one r
   CHECK(split.results() == whole.results());
 }
 
-TEST_CASE("delta-rule CUDA bodies, emulated over blocks x threads, match the CPU in float") {
+TEST_CASE("delta-rule scalar bodies (the CUDA forward's over blocks x threads) match the CPU") {
   // More rows than a block holds and a partial last block, to exercise the guards.
   const Case c = random_case({5, 3, 9, 4, 10, 4}, true, 5);
   REQUIRE(c.shape.row_count() > kDeltaRuleThreadsPerBlock);
@@ -297,7 +295,7 @@ TEST_CASE("delta-rule CUDA bodies, emulated over blocks x threads, match the CPU
 
 TEST_CASE(
     "delta-rule kernels with head sizes fixed at compile time give the run-time loop's bits") {
-  // The CPU takes its compiled paths for these sizes; the emulated CUDA bodies loop over sizes
+  // The CPU takes its compiled paths for these sizes; the scalar bodies loop over sizes
   // read at run time. Same arithmetic in the same order: the same bits.
   for (const int64_t d : {4, 8, 16}) {
     INFO("head size " << d);
@@ -309,7 +307,7 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("delta-rule CUDA bodies in bf16 keep a float state and follow the float kernels") {
+TEST_CASE("delta-rule scalar bodies in bf16 keep a float state and follow the float kernels") {
   Case c = random_case({2, 2, 8, 4, 3, 3}, true, 6);
   Buffers<Bf16> bf16(c);
   bf16.run_emulated();

@@ -1,6 +1,6 @@
 // The linear-attention kernels on raw buffers: forward against its formula summed out
 // explicitly, backward against finite differences, head ranges that must not change a bit,
-// and the CUDA kernels' per-thread bodies emulated over blocks x threads.
+// and the scalar per-head bodies in float and bf16 (the CUDA kernels run on a GPU in tests/gpu).
 
 #include <catch2/catch.hpp>
 
@@ -120,20 +120,15 @@ struct Buffers {
     linear_attention_backward_cpu(backward(), 0, shape.head_count());
   }
 
-  // The CUDA kernels' per-thread bodies, every block and thread in turn.
+  // The scalar bodies, one head at a time (what the CPU's lanes follow; the CUDA kernels spread
+  // a head's rows and columns over a block, checked on a GPU by tests/gpu).
   void run_emulated() {
     const LinearAttentionForward<T> f = forward();
-    memscript::test::emulate_launch(linear_attention_blocks(shape), kLinearAttentionThreadsPerBlock,
-                                    [&](int64_t block, int64_t thread) {
-                                      linear_attention_forward_thread(
-                                          f, block, thread, kLinearAttentionThreadsPerBlock);
-                                    });
     const LinearAttentionBackward<T> b = backward();
-    memscript::test::emulate_launch(linear_attention_blocks(shape), kLinearAttentionThreadsPerBlock,
-                                    [&](int64_t block, int64_t thread) {
-                                      linear_attention_backward_thread(
-                                          b, block, thread, kLinearAttentionThreadsPerBlock);
-                                    });
+    for (int64_t head = 0; head < shape.head_count(); ++head) {
+      linear_attention_forward_head(f, head);
+      linear_attention_backward_head(b, head);
+    }
   }
 
   // Every output and gradient, in double.
@@ -239,9 +234,8 @@ TEST_CASE("linear-attention kernels split into head ranges give the same bits as
   CHECK(split.results() == whole.results());
 }
 
-TEST_CASE("linear-attention CUDA bodies, emulated over blocks x threads, match the CPU in float") {
+TEST_CASE("linear-attention scalar bodies, one head at a time, match the CPU in float") {
   const Case c = random_case({7, 11, 5, 3, 4}, 4);
-  REQUIRE(c.shape.head_count() > kLinearAttentionThreadsPerBlock);
   Buffers<float> cpu(c), emulated(c);
   cpu.run_cpu();
   emulated.run_emulated();
@@ -249,7 +243,7 @@ TEST_CASE("linear-attention CUDA bodies, emulated over blocks x threads, match t
 }
 
 TEST_CASE("linear-attention kernels with head sizes fixed at compile time give the run-time bits") {
-  // The CPU takes its compiled paths for these sizes; the emulated CUDA bodies loop over sizes
+  // The CPU takes its compiled paths for these sizes; the scalar bodies loop over sizes
   // read at run time. Same arithmetic in the same order: the same bits.
   for (const int64_t d : {4, 8, 16}) {
     INFO("head size " << d);
@@ -261,7 +255,8 @@ TEST_CASE("linear-attention kernels with head sizes fixed at compile time give t
   }
 }
 
-TEST_CASE("linear-attention CUDA bodies in bf16 keep a float state and follow the float kernels") {
+TEST_CASE(
+    "linear-attention scalar bodies in bf16 keep a float state and follow the float kernels") {
   Case c = random_case({2, 2, 8, 4, 3}, 5);
   Buffers<Bf16> bf16(c);
   bf16.run_emulated();
