@@ -15,9 +15,25 @@ using kernels::SelectiveScanShape;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Channels per backward work item: enough items to fill the thread pool at small batches, few
-// enough that the per-group partial sums of grad_B and grad_C stay small.
+// Channels per backward work item on the CPU: enough items to fill the thread pool at small
+// batches, few enough that the per-group partial sums of grad_B and grad_C stay small.
 constexpr int64_t kChannelsPerGroup = 16;
+
+// On CUDA a work item is one thread, and sixteen channels to a thread leave a GPU nearly idle
+// (batch · channels / 16 threads, each walking its channels one after another). There the
+// group is the smallest that keeps the partial sums of grad_B and grad_C under this size.
+constexpr int64_t kCudaPartialBytes = int64_t{256} << 20;
+
+int64_t channels_per_group(const torch::Tensor& u, int64_t states) {
+  if (!u.is_cuda()) return kChannelsPerGroup;
+  const int64_t batch = u.size(0), length = u.size(1), channels = u.size(2);
+  int64_t group = 1;
+  while (group < kChannelsPerGroup && 2 * batch * ((channels + group - 1) / group) * length *
+                                              states * static_cast<int64_t>(u.element_size()) >
+                                          kCudaPartialBytes)
+    group *= 2;
+  return group;
+}
 
 // sqrt(L) steps between checkpoints balances the checkpoints (L / segment states) against the
 // scratch one segment needs (segment states).
@@ -25,7 +41,7 @@ SelectiveScanShape shape_of(const torch::Tensor& u, const torch::Tensor& A) {
   const int64_t length = u.size(1);
   const auto segment =
       std::max<int64_t>(1, static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(length)))));
-  return {u.size(0), length, u.size(2), A.size(1), segment, kChannelsPerGroup};
+  return {u.size(0), length, u.size(2), A.size(1), segment, channels_per_group(u, A.size(1))};
 }
 
 template <typename T>
