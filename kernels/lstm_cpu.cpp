@@ -123,7 +123,7 @@ void backward_group(const LstmBackward<T>& a, const LstmShape& s, const RowGroup
     }
     for (int64_t j = 0; j < hidden; ++j) {
       const Lanes<T> i = z[j], f = z[hidden + j], gg = z[2 * hidden + j], o = z[3 * hidden + j];
-      Lanes<T> tanh_c;
+      Lanes<T> tanh_c{};  // every lane is set below; GCC 13 cannot tell
       for (int64_t r = 0; r < kTileRows; ++r) tanh_c[r] = tanh_of(c[j][r]);
       const Lanes<T> gh = grad_y[j] + carry_h[j];
       const Lanes<T> gc = carry_c[j] + gh * o * (T(1) - tanh_c * tanh_c);
