@@ -320,7 +320,7 @@ Settings parse(int argc, char** argv) {
   cli.add_options()
       ("mixers", "comma-separated mixers (env MEMSCRIPT_BENCH_MIXERS)",
        cxxopts::value<std::string>()->default_value(env_or("MEMSCRIPT_BENCH_MIXERS",
-           "lstm,qlstm,mingru,lru,linear_attention,gpt,deltanet,gated_deltanet,mamba")))
+           join(all_mixers(), ","))))
       ("presets", "comma-separated presets (env MEMSCRIPT_BENCH_PRESETS)",
        cxxopts::value<std::string>()->default_value(env_or("MEMSCRIPT_BENCH_PRESETS", "seed-mini,small")))
       ("lengths", "comma-separated training lengths (env MEMSCRIPT_BENCH_LENGTHS)",

@@ -5,20 +5,19 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "runtime/model/mixer.h"
 #include "runtime/options.h"
 
 namespace memscript::bench {
 
 const std::vector<std::string>& all_mixers() {
-  static const std::vector<std::string> names = {
-      "lstm", "qlstm",    "mingru",         "lru",  "linear_attention",
-      "gpt",  "deltanet", "gated_deltanet", "mamba"};
+  static const std::vector<std::string> names = mixer_names();
   return names;
 }
 
 const std::vector<std::string>& recurrent_mixers() {
-  static const std::vector<std::string> names = {
-      "lstm", "qlstm", "mingru", "lru", "linear_attention", "deltanet", "gated_deltanet", "mamba"};
+  static const std::vector<std::string> names =
+      mixer_names_where([](const MixerEntry& entry) { return entry.recurrent; });
   return names;
 }
 

@@ -14,7 +14,7 @@
 
 namespace memscript::bench {
 
-// Every mixer, and those that carry a recurrent state (all but gpt).
+// Every mixer, and those that carry a state of fixed size (the registry's, mixer.cpp).
 const std::vector<std::string>& all_mixers();
 const std::vector<std::string>& recurrent_mixers();
 

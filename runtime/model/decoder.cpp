@@ -84,17 +84,11 @@ std::vector<LayerPlan> plan_layers(Options& options) {
 
 // Presets fill in defaults that explicit options override.
 //   seed-mini: what the study this project follows ran (docs/study.md), per mixer. Shared: 2
-//              layers, d_model 4, 4 heads of head_dim 4, an MLP of 8, the embedding scaled by
-//              √d_model, a head without bias. lstm and qlstm: 16 units (the lstm initialised
-//              N(0, 0.02) with zero biases, the qlstm with biases on every gate); gpt,
-//              linear_attention, deltanet: learned positions in the residual stream (gpt none
-//              of its own), qkv biases; mamba: no MLP, d_state 8, d_conv 3, expand 2, dt_rank 1;
-//              lru: d_model 128, d_state 4, an MLP of 128 (the study's GLU of two 128 x 128
-//              layers). A model of several mixers takes the shared decoder sizes, and each layer
-//              its mixer's options (when they share one table, the first mixer's value of a key).
+//              layers, d_model 4, 4 heads, an MLP of 8, the embedding scaled by √d_model, a head
+//              without bias; each mixer's own in its registry entry (mixer.cpp: seed_mini, and
+//              seed_mini_alone* when every layer is that mixer). A model of several mixers takes
+//              the shared decoder sizes, and each layer its mixer's options.
 //   small:     d_model 64, 4 heads, 2 layers
-using OptionDefaults = std::map<std::string, OptionValue>;
-
 struct Preset {
   OptionDefaults decoder;                          // the decoder's own options
   std::map<std::string, OptionDefaults> by_mixer;  // options the layers of one mixer read
@@ -107,7 +101,6 @@ struct Preset {
 
 OptionValue option(int number) { return {int64_t{number}}; }
 OptionValue option(bool flag) { return {flag}; }
-OptionValue option(const char* text) { return {std::string(text)}; }
 
 Preset seed_mini(const std::vector<LayerPlan>& plan) {
   Preset preset{{{"d_model", option(4)},
@@ -115,30 +108,15 @@ Preset seed_mini(const std::vector<LayerPlan>& plan) {
                  {"mlp_ratio", option(2)},
                  {"scale_embedding", option(true)},
                  {"head_bias", option(false)}},
-                {{"lstm", {{"hidden", option(16)}, {"init", option("normal")}}},
-                 {"qlstm", {{"hidden", option(16)}, {"gate_bias", option(true)}}},
-                 {"gpt", {{"head_dim", option(4)}}},
-                 {"linear_attention", {{"head_dim", option(4)}, {"qkv_bias", option(true)}}},
-                 {"deltanet", {{"head_dim", option(4)}, {"qkv_bias", option(true)}}},
-                 {"gated_deltanet", {{"head_dim", option(4)}}},
-                 {"mamba",
-                  {{"d_state", option(8)},
-                   {"d_conv", option(3)},
-                   {"expand", option(2)},
-                   {"dt_rank", option(1)}}},
-                 {"lru", {{"d_state", option(4)}}}}};
+                {}};
+  for (const MixerEntry& entry : mixer_entries()) preset.by_mixer[entry.name] = entry.seed_mini;
   const std::string& first = plan.front().mixer;
   for (const LayerPlan& layer : plan)
     if (layer.mixer != first) return preset;  // several mixers: the shared decoder sizes
-  if (first == "gpt" || first == "linear_attention" || first == "deltanet") {
-    preset.decoder["residual_positions"] = option("learned");
-    preset.by_mixer["gpt"]["positions"] = option("none");  // the residual stream's instead
-  }
-  if (first == "mamba") preset.decoder["mlp_ratio"] = option(0);
-  if (first == "lru") {
-    preset.decoder["d_model"] = option(128);
-    preset.decoder["mlp_ratio"] = option(1);
-  }
+  const MixerEntry* entry = find_mixer(first);
+  if (!entry) return preset;  // make_mixer names the unknown mixer
+  for (const auto& [key, value] : entry->seed_mini_alone_decoder) preset.decoder[key] = value;
+  for (const auto& [key, value] : entry->seed_mini_alone) preset.by_mixer[first][key] = value;
   return preset;
 }
 

@@ -1,8 +1,6 @@
 #include "runtime/model/mixer.h"
 
 #include <cmath>
-#include <functional>
-#include <map>
 
 #include "runtime/model/mixers/deltanet.h"
 #include "runtime/model/mixers/gated_deltanet.h"
@@ -19,27 +17,100 @@ namespace memscript {
 
 namespace {
 
-using MixerFactory = std::function<Mixer(const MixerContext&, Options&)>;
-
-// Every mixer, by the name scripts use (mixer = "<name>"), one a line.
-const std::map<std::string, MixerFactory>& mixer_table() {
-  // clang-format off
-  static const std::map<std::string, MixerFactory> table = {
-      {"deltanet", make_deltanet_mixer},
-      {"gated_deltanet", make_gated_deltanet_mixer},
-      {"gpt", make_gpt_mixer},
-      {"linear_attention", make_linear_attention_mixer},
-      {"lru", make_lru_mixer},
-      {"lstm", make_lstm_mixer},
-      {"mamba", make_mamba_mixer},
-      {"mingru", make_mingru_mixer},
-      {"qlstm", make_qlstm_mixer},
-  };
-  // clang-format on
-  return table;
-}
+OptionValue option(int64_t number) { return {number}; }
+OptionValue option(bool flag) { return {flag}; }
+OptionValue option(const char* text) { return {std::string(text)}; }
 
 }  // namespace
+
+const std::vector<MixerEntry>& mixer_entries() {
+  // The seed-mini options are the study's (docs/study.md): every mixer but the LRU and Mamba
+  // at head_dim 4 (d_model 4); the attention-like mixers with learned positions in the residual
+  // stream (gpt none of its own); Mamba without an MLP; the LRU at d_model 128 with an MLP of 128.
+  static const std::vector<MixerEntry> entries = {
+      {.name = "deltanet",
+       .make = make_deltanet_mixer,
+       .recurrent = true,
+       .negative_eigenvalues = true,
+       .short_conv = true,
+       .seed_mini = {{"head_dim", option(int64_t{4})}, {"qkv_bias", option(true)}},
+       .seed_mini_alone_decoder = {{"residual_positions", option("learned")}}},
+      {.name = "gated_deltanet",
+       .make = make_gated_deltanet_mixer,
+       .recurrent = true,
+       .negative_eigenvalues = true,
+       .short_conv = true,
+       .seed_mini = {{"head_dim", option(int64_t{4})}}},
+      {.name = "gpt",
+       .make = make_gpt_mixer,
+       .recurrent = false,
+       .negative_eigenvalues = false,
+       .short_conv = true,
+       .seed_mini = {{"head_dim", option(int64_t{4})}},
+       .seed_mini_alone_decoder = {{"residual_positions", option("learned")}},
+       .seed_mini_alone = {{"positions", option("none")}}},
+      {.name = "linear_attention",
+       .make = make_linear_attention_mixer,
+       .recurrent = true,
+       .negative_eigenvalues = false,
+       .short_conv = true,
+       .seed_mini = {{"head_dim", option(int64_t{4})}, {"qkv_bias", option(true)}},
+       .seed_mini_alone_decoder = {{"residual_positions", option("learned")}}},
+      {.name = "lru",
+       .make = make_lru_mixer,
+       .recurrent = true,
+       .negative_eigenvalues = true,
+       .short_conv = false,
+       .seed_mini = {{"d_state", option(int64_t{4})}},
+       .seed_mini_alone_decoder = {{"d_model", option(int64_t{128})},
+                                   {"mlp_ratio", option(int64_t{1})}}},
+      {.name = "lstm",
+       .make = make_lstm_mixer,
+       .recurrent = true,
+       .negative_eigenvalues = false,
+       .short_conv = false,
+       .seed_mini = {{"hidden", option(int64_t{16})}, {"init", option("normal")}}},
+      {.name = "mamba",
+       .make = make_mamba_mixer,
+       .recurrent = true,
+       .negative_eigenvalues = true,
+       .short_conv = false,
+       .seed_mini = {{"d_state", option(int64_t{8})},
+                     {"d_conv", option(int64_t{3})},
+                     {"expand", option(int64_t{2})},
+                     {"dt_rank", option(int64_t{1})}},
+       .seed_mini_alone_decoder = {{"mlp_ratio", option(int64_t{0})}}},
+      {.name = "mingru",
+       .make = make_mingru_mixer,
+       .recurrent = true,
+       .negative_eigenvalues = true,
+       .short_conv = false},
+      {.name = "qlstm",
+       .make = make_qlstm_mixer,
+       .recurrent = true,
+       .negative_eigenvalues = true,
+       .short_conv = false,
+       .seed_mini = {{"hidden", option(int64_t{16})}, {"gate_bias", option(true)}}},
+  };
+  return entries;
+}
+
+const MixerEntry* find_mixer(const std::string& name) {
+  for (const MixerEntry& entry : mixer_entries())
+    if (entry.name == name) return &entry;
+  return nullptr;
+}
+
+std::vector<std::string> mixer_names() {
+  return mixer_names_where([](const MixerEntry&) { return true; });
+}
+
+std::vector<std::string> mixer_names_where(bool (*wanted)(const MixerEntry&)) {
+  std::vector<std::string> names;
+  for (const MixerEntry& entry : mixer_entries())
+    if (wanted(entry)) names.push_back(entry.name);
+  return names;
+}
 
 MixerOutput MixerImpl::forward_normed(const torch::Tensor& x, const fused::PreNorm& norm,
                                       const MixerState& state) {
@@ -47,20 +118,14 @@ MixerOutput MixerImpl::forward_normed(const torch::Tensor& x, const fused::PreNo
 }
 
 Mixer make_mixer(const std::string& name, const MixerContext& context, Options& options) {
-  auto found = mixer_table().find(name);
-  if (found == mixer_table().end()) {
+  const MixerEntry* found = find_mixer(name);
+  if (!found) {
     std::string hint;
     if (auto guess = closest_match(name, mixer_names())) hint = " (did you mean '" + *guess + "'?)";
     options.fail("mixer", "is \"" + name + "\", which is not a mixer" + hint +
                               "; mixers: " + join(mixer_names(), ", "));
   }
-  return with_short_conv(found->second(context, options), name, context, options);
-}
-
-std::vector<std::string> mixer_names() {
-  std::vector<std::string> names;
-  for (const auto& [name, factory] : mixer_table()) names.push_back(name);
-  return names;
+  return with_short_conv(found->make(context, options), *found, context, options);
 }
 
 void init_output_projection(torch::nn::Linear& projection, int64_t layers) {

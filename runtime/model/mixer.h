@@ -4,6 +4,7 @@
 // Every mixer maps [batch, length, d_model] to the same shape, causally, and hands back the
 // state it needs to continue: a sequence fed in chunks gives the same outputs as one pass.
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -51,9 +52,34 @@ class MixerImpl : public torch::nn::Module {
 
 using Mixer = std::shared_ptr<MixerImpl>;
 
+using OptionDefaults = std::map<std::string, OptionValue>;
+
+// One mixer as the rest of memscript knows it: how to build it, and what the presets, the
+// benchmarks and the tests read about it. Every mixer has one entry, in mixer.cpp; nothing else
+// lists mixers.
+struct MixerEntry {
+  std::string name;  // mixer = "<name>"
+  Mixer (*make)(const MixerContext&, Options&);
+  bool recurrent;             // a state of fixed size whatever the length (all but attention)
+  bool negative_eigenvalues;  // takes negative_eigenvalues = true
+  bool short_conv;            // takes short_conv = K (it projects q, k and v)
+  // Preset seed-mini, the study's configuration (docs/study.md): this mixer's options in any
+  // model, and the decoder's and its own when every layer is this mixer.
+  OptionDefaults seed_mini = {};
+  OptionDefaults seed_mini_alone_decoder = {};
+  OptionDefaults seed_mini_alone = {};
+};
+
+// Every mixer, by name.
+const std::vector<MixerEntry>& mixer_entries();
+// The entry of `name`, or null.
+const MixerEntry* find_mixer(const std::string& name);
+std::vector<std::string> mixer_names();
+// The names of the entries for which `wanted` holds.
+std::vector<std::string> mixer_names_where(bool (*wanted)(const MixerEntry&));
+
 // Builds a mixer by name, reading (and checking) its own options from `options`.
 Mixer make_mixer(const std::string& name, const MixerContext& context, Options& options);
-std::vector<std::string> mixer_names();
 
 // normal(0, 0.02) for a projection that writes back into the residual stream, scaled down by
 // sqrt(2 * layers) so the residual's variance does not grow with depth.

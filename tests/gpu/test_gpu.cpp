@@ -32,11 +32,11 @@ struct Variant {
 // Each mixer at its defaults, and the options that choose other kernel paths.
 std::vector<Variant> variants(const std::string& impl) {
   std::vector<Variant> out;
-  for (const std::string& name : mixer_names()) out.push_back({name, {}});
-  for (const char* name : {"qlstm", "mingru", "lru", "mamba", "deltanet", "gated_deltanet"})
-    out.push_back({name, {{"negative_eigenvalues", {true}}}});
-  for (const char* name : {"gpt", "linear_attention", "deltanet", "gated_deltanet"})
-    out.push_back({name, {{"short_conv", {int64_t{4}}}}});
+  for (const MixerEntry& entry : mixer_entries()) {
+    out.push_back({entry.name, {}});
+    if (entry.negative_eigenvalues) out.push_back({entry.name, {{"negative_eigenvalues", {true}}}});
+    if (entry.short_conv) out.push_back({entry.name, {{"short_conv", {int64_t{4}}}}});
+  }
   for (Variant& v : out) v.options["impl"] = {impl};
   return out;
 }

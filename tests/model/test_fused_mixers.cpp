@@ -27,7 +27,7 @@ const MixerContext kContext{10, 2, 1};
 Mixer build(const std::string& name, const std::string& impl, bool negative, torch::Dtype dtype) {
   Options options("test mixer");
   options.set("impl", {impl});
-  if (name != "lstm") options.set("negative_eigenvalues", {negative});
+  if (find_mixer(name)->negative_eigenvalues) options.set("negative_eigenvalues", {negative});
   if (name == "mamba") {
     options.set("d_state", {int64_t{3}});
     options.set("d_conv", {int64_t{3}});

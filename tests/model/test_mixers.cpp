@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "model_harness.h"
+#include "runtime/model/mixer.h"
 #include "runtime/model/serialize.h"
 #include "runtime/tasks/parity.h"
 
@@ -81,6 +82,32 @@ LossDrop train_parity8(const std::string& mixer, int64_t model_seed) {
 }
 
 }  // namespace
+
+TEST_CASE("every registry entry says truly which options its mixer takes and whether it recurs") {
+  for (const MixerEntry& entry : mixer_entries()) {
+    INFO(entry.name);
+    const auto builds = [&](const memscript::test::ExtraOptions& extra) {
+      try {
+        make_decoder(entry.name, 16, 2, 1, extra);
+        return true;
+      } catch (const UserError&) {
+        return false;
+      }
+    };
+    CHECK(builds({{"negative_eigenvalues", {true}}}) == entry.negative_eigenvalues);
+    CHECK(builds({{"short_conv", {int64_t{4}}}}) == entry.short_conv);
+    // A recurrent mixer's state has one size whatever the length fed; attention's grows.
+    Decoder model = make_decoder(entry.name, 16, 2, 1);
+    torch::NoGradGuard no_grad;
+    const auto state_size = [&](int64_t length) {
+      const DecoderOutput out = model->forward(random_tokens(1, length, 3), {});
+      int64_t size = 0;
+      for (const torch::Tensor& t : out.state.layers[0].tensors) size += t.numel();
+      return size;
+    };
+    CHECK((state_size(5) == state_size(50)) == entry.recurrent);
+  }
+}
 
 TEST_CASE("every mixer keeps the shape at lengths 1, 7, 32 and 257") {
   const std::string mixer = GENERATE(every_mixer());

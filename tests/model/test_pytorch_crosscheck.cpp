@@ -11,6 +11,7 @@
 
 #include "../support/process.h"
 #include "model_harness.h"
+#include "runtime/model/mixer.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/optim.h"
 
@@ -20,11 +21,6 @@ using memscript::test::make_decoder;
 using memscript::test::random_tokens;
 
 namespace {
-
-// Every mixer pytorch_reference.py writes: all of memscript's.
-const char* const kReferenceMixers[] = {
-    "lstm", "qlstm",    "mingru",         "lru",  "linear_attention",
-    "gpt",  "deltanet", "gated_deltanet", "mamba"};
 
 NamedTensors parameters_of(Decoder& model) {
   NamedTensors named;
@@ -130,7 +126,7 @@ TEST_CASE("PyTorch gives memscript's outputs and Adam losses from memscript's we
   const torch::ScalarType dtype =
       std::string(dtype_name) == "float64" ? torch::kFloat64 : torch::kFloat32;
   const int64_t steps = dtype == torch::kFloat64 ? 200 : 50;
-  for (const char* mixer : kReferenceMixers) {
+  for (const std::string& mixer : mixer_names()) {  // pytorch_reference.py has a twin of each
     INFO(mixer << " " << dtype_name);
     Decoder model = make_decoder(mixer, 8, 2, 2);
     if (!cross_check(model, steps, dtype)) return;

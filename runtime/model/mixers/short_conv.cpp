@@ -34,24 +34,13 @@ nlohmann::json ShortConvMixerImpl::config() const {
   return config;
 }
 
-namespace {
-
-// The mixers that take short_conv: those with q, k, v projections.
-bool takes_short_conv(const std::string& mixer) {
-  return mixer == "gpt" || mixer == "linear_attention" || mixer == "deltanet" ||
-         mixer == "gated_deltanet";
-}
-
-}  // namespace
-
-Mixer with_short_conv(Mixer mixer, const std::string& name, const MixerContext& context,
+Mixer with_short_conv(Mixer mixer, const MixerEntry& entry, const MixerContext& context,
                       Options& options) {
   if (!options.has("short_conv")) return mixer;
-  if (!takes_short_conv(name)) {
+  if (!entry.short_conv) {
+    const auto takes = [](const MixerEntry& e) { return e.short_conv; };
     options.fail("short_conv",
-                 "applies to gpt, linear_attention, deltanet and gated_deltanet, "
-                 "not " +
-                     name);
+                 "applies to " + join(mixer_names_where(takes), ", ") + ", not " + entry.name);
   }
   const int64_t kernel = options.integer("short_conv", 0, {.min = 2, .max = 64});
   const Impl impl = read_impl(options);

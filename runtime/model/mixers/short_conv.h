@@ -32,9 +32,9 @@ class ShortConvMixerImpl : public MixerImpl {
   torch::nn::Conv1d conv_{nullptr};
 };
 
-// `mixer` with the convolution `options` ask for (short_conv = K, K >= 2) in front, or `mixer`
-// itself when they do not.
-Mixer with_short_conv(Mixer mixer, const std::string& name, const MixerContext& context,
+// `mixer` (built from `entry`) with the convolution `options` ask for (short_conv = K, K >= 2)
+// in front, or `mixer` itself when they do not.
+Mixer with_short_conv(Mixer mixer, const MixerEntry& entry, const MixerContext& context,
                       Options& options);
 
 }  // namespace memscript
