@@ -9,6 +9,7 @@
 #include "runtime/tasks/cycle_navigation.h"
 #include "runtime/tasks/dyck.h"
 #include "runtime/tasks/even_pairs.h"
+#include "runtime/tasks/fuzzy_recall.h"
 #include "runtime/tasks/in_context_recall.h"
 #include "runtime/tasks/majority.h"
 #include "runtime/tasks/memorization.h"
@@ -31,6 +32,7 @@ const std::map<std::string, TaskFactory>& task_table() {
       {"cycle_navigation", make_cycle_navigation_task},
       {"dyck", make_dyck_task},
       {"even_pairs", make_even_pairs_task},
+      {"fuzzy_recall", make_fuzzy_recall_task},
       {"in_context_recall", make_in_context_recall_task},
       {"majority", make_majority_task},
       {"memorization", make_memorization_task},
