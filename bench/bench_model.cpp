@@ -23,7 +23,7 @@ const std::vector<std::string>& recurrent_mixers() {
 
 namespace {
 
-// The implementation the first layer's mixer reports; contract 1 puts `impl` in config().
+// The implementation the first layer's mixer reports (every mixer puts `impl` in config()).
 std::string reported_impl(const DecoderImpl& model) {
   const nlohmann::json layers = model.config().at("layers");
   if (layers.empty() || !layers[0].contains("impl")) return "reference";

@@ -8,10 +8,10 @@ namespace memscript {
 // UserError for anything else, and for "cuda" without a GPU.
 std::string resolve_device(const std::string& requested);
 
-// float32 on CUDA computed as float32: libtorch lets cuDNN (the reference LSTM, convolutions)
-// round matrix products to TF32, a 10-bit mantissa, which moved a 2-layer LSTM's logits by
-// 4e-4 against the CPU. memscript's numbers must not depend on the device beyond float32
-// rounding, so the whole process runs without TF32.
+// float32 on CUDA computed as float32: by default libtorch lets cuDNN (the reference LSTM,
+// convolutions) round matrix products to TF32, a 10-bit mantissa, visibly beyond float32
+// rounding. memscript's numbers must not depend on the device beyond float32 rounding, so the
+// whole process runs without TF32.
 void use_full_float32();
 
 // The most threads --threads (or a run folder's stored `threads`) may ask for.

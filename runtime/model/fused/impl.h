@@ -1,8 +1,9 @@
 #pragma once
 
-// The `impl` option every mixer reads (contract 1): "fused" (default) runs the hand-written
-// kernels of kernels/, "reference" the composed libtorch ops that serve as their oracle. Mixers
-// whose only implementation is a libtorch fused op accept both and run the same code.
+// The `impl` option every mixer reads and reports in its config(): "fused" (default) runs the
+// hand-written kernels of kernels/ where fused::kernels_take(x) (launch.h), "reference" the
+// composed libtorch ops that serve as their oracle. Mixers whose only implementation is a
+// libtorch fused op accept both and run the same code.
 
 #include <string>
 
