@@ -11,6 +11,7 @@
 #include "bindings/session.h"
 #include "bindings/types.h"
 #include "runtime/run_folder.h"
+#include "runtime/run_start.h"
 #include "runtime/stop_signal.h"
 #include "runtime/sweep/run_lock.h"
 #include "runtime/train.h"
@@ -40,37 +41,6 @@ std::string checked_run_name(Options& options, const Session& current) {
                             current.settings.output_root.string() + " (no '..')");
   }
   return name;
-}
-
-nlohmann::json run_config(const Session& current, const std::string& out, const DecoderImpl& model,
-                          const Task& task, const OptimizerSpec& optimizer, const TrainSpec& spec) {
-  nlohmann::json versions = runtime_versions();
-  versions["lua"] = LUA_RELEASE;
-  return {{"versions", versions},
-          {"command_line", current.settings.command_line},
-          {"script", current.script.filename().string()},
-          {"script_args", current.settings.script_args},
-          {"out", out},
-          {"seed", current.settings.seed},
-          {"device", current.settings.device},
-          {"threads", current.settings.threads},
-          {"params", current.settings.params},
-          {"model", model.config()},
-          {"task", task.config()},
-          {"optimizer", optimizer.config()},
-          {"train", spec.config()}};
-}
-
-void copy_scripts(const RunFolder& folder, const Session& current) {
-  if (current.script.empty()) return;
-  const fs::path base = current.script.parent_path();
-  folder.copy_in(current.script, "script/" + current.script.filename().string());
-  for (const fs::path& module : current.required) {
-    // Lexically: a module is found as <script folder>/<name>, and is copied under that name
-    // even when it is a symlink to elsewhere.
-    folder.copy_in(module,
-                   "script/" + module.lexically_relative(base.empty() ? "." : base).string());
-  }
 }
 
 LengthScores unmeasured(int64_t length) {
@@ -107,24 +77,6 @@ void print_train_plan(const DecoderImpl& model, const Task& task, const TrainSpe
 void print_progress(const std::string& line) {
   std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
-}
-
-// The parts of config.json that decide the numbers; a resume must rebuild exactly these.
-const char* const kRunDefiningKeys[] = {"model", "task", "optimizer", "train"};
-
-void check_same_run(const RunFolder& folder, const nlohmann::json& now) {
-  const fs::path path = folder.path() / "config.json";
-  const nlohmann::json stored =
-      nlohmann::json::parse(read_regular_file(path).value_or(""), nullptr, false);
-  if (!stored.is_object()) throw UserError("--resume: cannot read " + path.string());
-  for (const char* key : kRunDefiningKeys) {
-    const nlohmann::json difference =
-        nlohmann::json::diff(stored.value(key, nlohmann::json()), now.at(key));
-    if (difference.empty()) continue;
-    const std::string where = std::string("/") + key + difference[0].value("path", "");
-    throw UserError("--resume: the script no longer builds the run in " + path.string() + " (" +
-                    where + " differs); resume with the script and parameters stored there");
-  }
 }
 
 // Lua functions given as on_step / on_eval, kept on the stack while ms.train runs.
@@ -289,31 +241,20 @@ int push_untrained_result(lua_State* L, const TrainSpec& spec, const char* flag)
   return 1;
 }
 
-// The folder this ms.train call trains in: a new one, or under --resume/--replay the target's.
-// The run's lock is taken before anything in the folder is touched, and held while it trains:
-// a second process given the same run (a resume, a sweep's shard) is refused, and cannot
-// remove the first one's temporary files.
-struct OpenRun {
-  RunFolder folder;
-  RunLock lock;
-};
-
-OpenRun open_run_folder(const Session& current, const std::string& name) {
-  if (!current.settings.target) {
-    RunFolder folder = RunFolder::create(current.settings.output_root, name);
-    RunLock lock = RunLock::try_acquire(folder.path() / kRunLockFile);
-    if (!lock.locked())
-      throw UserError(folder.path().string() + " is being trained by another process");
-    return {std::move(folder), std::move(lock)};
-  }
-  const fs::path& path = current.settings.target->folder;
-  if (!fs::is_directory(path)) throw UserError(path.string() + " is not a run folder (any more)");
-  RunLock lock = RunLock::try_acquire(path / kRunLockFile, false);
-  if (!lock.locked()) {
-    throw UserError(path.string() + " is being trained by another process (its " + kRunLockFile +
-                    " is held); wait for it to end");
-  }
-  return {RunFolder::open(path), std::move(lock)};
+// How this interpreter was called, for the run folder (runtime/run_start.h).
+RunOrigin run_origin(const Session& current) {
+  RunOrigin origin;
+  origin.versions = runtime_versions();
+  origin.versions["lua"] = LUA_RELEASE;
+  origin.command_line = current.settings.command_line;
+  origin.script = current.script;
+  origin.modules = current.required;
+  origin.script_args = current.settings.script_args;
+  origin.params = current.settings.params;
+  origin.seed = current.settings.seed;
+  origin.device = current.settings.device;
+  origin.threads = current.settings.threads;
+  return origin;
 }
 
 // A run name the script gives must stay inside the output folder once symlinks are resolved.
@@ -374,20 +315,15 @@ int train_binding(lua_State* L) {
     return push_untrained_result(L, spec, "skipped");
   }
 
-  const OpenRun run = open_run_folder(current, name);
+  const StartedRun run =
+      start_run(current.settings.output_root, name,
+                current.settings.target ? &*current.settings.target : nullptr, run_origin(current),
+                {model->config(), task->config(), optimizer->config(), spec.config()});
   const RunFolder& folder = run.folder;
-  const nlohmann::json config = run_config(current, name, *model, *task, *optimizer, spec);
-  const bool resume = current.settings.target && current.settings.target->resume;
-  if (resume) {
-    check_same_run(folder, config);
-  } else {
-    folder.write("config.json", config.dump(2) + "\n");
-    copy_scripts(folder, current);
-  }
   if (current.settings.target) current.target_trained = true;
   if (!current.settings.quiet) print_progress("run folder: " + folder.path().string());
   TrainHooks hooks = make_hooks(L, callbacks, current.settings.quiet);
-  hooks.resume = resume;
+  hooks.resume = run.resume;
   struct TrainingFlag {
     Session& session;
     bool before;

@@ -13,14 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "runtime/run_start.h"
+
 namespace memscript::lua {
 
-// --resume / --replay: the one run folder the script's ms.train calls are about.
-struct RunTarget {
-  std::string out;               // its name inside the output root, as ms.train{ out = } gave it
-  std::filesystem::path folder;  // where it trains: the run folder itself, or a fresh replay
-  bool resume = false;           // continue from the folder's checkpoint (else: train afresh)
-};
+using memscript::RunTarget;  // --resume / --replay (runtime/run_start.h)
 
 struct Settings {
   bool unsafe = false;                         // --unsafe: no sandbox

@@ -1,0 +1,96 @@
+// runtime/run_start.h: the folder a training run starts in — config.json, the script's copies,
+// the lock, and on a resume the check that the script still builds the stored run.
+
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "../support/process.h"
+#include "runtime/options.h"
+#include "runtime/run_start.h"
+
+using namespace memscript;
+using Catch::Matchers::Contains;
+using memscript::test::read_file;
+using memscript::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+RunOrigin origin_with_script(const TempDir& scripts) {
+  RunOrigin origin;
+  origin.versions = {{"memscript", "test"}};
+  origin.command_line = {"memscript", "exp.lua"};
+  origin.script = scripts.path() / "exp.lua";
+  origin.modules = {scripts.path() / "lib" / "helper.lua"};
+  origin.params = {{"steps", "10"}};
+  origin.seed = 7;
+  origin.device = "cpu";
+  origin.threads = 1;
+  return origin;
+}
+
+const RunDefinition kRun{
+    {{"mixer", "lstm"}}, {{"task", "parity"}}, {{"lr", 0.001}}, {{"steps", 10}}};
+
+}  // namespace
+
+TEST_CASE("a new run gets its own folder, config.json and copies of the script and modules") {
+  TempDir root, scripts;
+  scripts.write("exp.lua", "-- the script\n");
+  fs::create_directories(scripts.path() / "lib");
+  scripts.write("lib/helper.lua", "-- a module\n");
+  const RunOrigin origin = origin_with_script(scripts);
+  const StartedRun first = start_run(root.path(), "parity", nullptr, origin, kRun);
+  CHECK(first.folder.path() == root / "parity");
+  CHECK_FALSE(first.resume);
+  const nlohmann::json config = nlohmann::json::parse(read_file(root / "parity/config.json"));
+  CHECK(config["out"] == "parity");
+  CHECK(config["seed"] == 7);
+  CHECK(config["script"] == "exp.lua");
+  CHECK(config["params"]["steps"] == "10");
+  CHECK(config["model"] == kRun.model);
+  CHECK(config["train"] == kRun.train);
+  CHECK(read_file(root / "parity/script/exp.lua") == "-- the script\n");
+  CHECK(read_file(root / "parity/script/lib/helper.lua") == "-- a module\n");
+  // The same name again: a fresh folder beside it, never the first one.
+  const StartedRun second = start_run(root.path(), "parity", nullptr, origin, kRun);
+  CHECK(second.folder.path() == root / "parity-1");
+}
+
+TEST_CASE("a resume checks that the script builds the stored run, naming what differs") {
+  TempDir root, scripts;
+  scripts.write("exp.lua", "-- the script\n");
+  fs::create_directories(scripts.path() / "lib");
+  scripts.write("lib/helper.lua", "-- a module\n");
+  const RunOrigin origin = origin_with_script(scripts);
+  fs::path folder;
+  {
+    const StartedRun run = start_run(root.path(), "parity", nullptr, origin, kRun);
+    folder = run.folder.path();
+  }  // the lock is released
+  const RunTarget resume{"parity", folder, true};
+  {
+    const StartedRun again = start_run(root.path(), "parity", &resume, origin, kRun);
+    CHECK(again.resume);
+    CHECK(again.folder.path() == folder);
+  }
+  RunDefinition changed = kRun;
+  changed.train["steps"] = 20;
+  CHECK_THROWS_WITH(start_run(root.path(), "parity", &resume, origin, changed),
+                    Contains("no longer builds the run") && Contains("/train/steps differs"));
+  const RunTarget gone{"parity", root / "missing", true};
+  CHECK_THROWS_WITH(start_run(root.path(), "parity", &gone, origin, kRun),
+                    Contains("is not a run folder"));
+}
+
+TEST_CASE("a run folder held by another training is refused") {
+  TempDir root, scripts;
+  scripts.write("exp.lua", "-- the script\n");
+  RunOrigin origin = origin_with_script(scripts);
+  origin.modules.clear();
+  const StartedRun running = start_run(root.path(), "parity", nullptr, origin, kRun);
+  const RunTarget resume{"parity", running.folder.path(), true};
+  CHECK_THROWS_WITH(start_run(root.path(), "parity", &resume, origin, kRun),
+                    Contains("is being trained by another process"));
+}
