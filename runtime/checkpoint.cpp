@@ -34,8 +34,10 @@ std::optional<nlohmann::json> read_checkpoint(const RunFolder& folder, DecoderIm
   const std::filesystem::path path = folder.path() / kCheckpointFile;
   if (!std::filesystem::exists(path)) return std::nullopt;
   try {
+    // Read onto the model's device: a run folder written on a GPU resumes on a CPU, and the
+    // other way round.
     torch::serialize::InputArchive archive;
-    archive.load_from(path.string());
+    archive.load_from(path.string(), model.device());
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);
     model.load(model_archive);

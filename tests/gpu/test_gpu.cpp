@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "../model/model_harness.h"
+#include "runtime/checkpoint.h"
 #include "runtime/model/fused/cross_entropy.h"
 #include "runtime/model/mixer.h"
 #include "runtime/optim.h"
@@ -133,4 +134,32 @@ TEST_CASE("every mixer, reference ops: a training step on CUDA matches the CPU i
 
 TEST_CASE("every mixer in float64 on CUDA (the fused ops' fallback) matches the CPU", "[gpu]") {
   compare_devices("fused", torch::kFloat64, 1e-9);
+}
+
+TEST_CASE("a checkpoint written on CUDA resumes on the CPU, and one written on the CPU on CUDA",
+          "[gpu]") {
+  memscript::test::TempFolder root;
+  for (const bool written_on_gpu : {true, false}) {
+    INFO((written_on_gpu ? "CUDA -> CPU" : "CPU -> CUDA"));
+    Decoder source = make_decoder("deltanet", 16, 2, 2, {});
+    const torch::Device from = written_on_gpu ? torch::kCUDA : torch::kCPU;
+    const torch::Device to = written_on_gpu ? torch::kCPU : torch::kCUDA;
+    source->to(from);
+    std::unique_ptr<Optimizer> optimizer = OptimizerSpec{}.make(source->parameters());
+    const RunFolder folder =
+        RunFolder::create(root.path, written_on_gpu ? "from-cuda" : "from-cpu");
+    write_checkpoint(folder, *source, *optimizer, {{"step", 3}});
+    Decoder target = make_decoder("deltanet", 16, 2, 2, {});
+    target->to(to);
+    std::unique_ptr<Optimizer> target_optimizer = OptimizerSpec{}.make(target->parameters());
+    const auto loop = read_checkpoint(folder, *target, *target_optimizer);
+    REQUIRE(loop);
+    CHECK((*loop)["step"] == 3);
+    auto source_parameters = source->named_parameters();
+    for (const auto& item : target->named_parameters()) {
+      INFO(item.key());
+      CHECK(item.value().device().type() == to.type());
+      CHECK(torch::equal(item.value().cpu(), source_parameters[item.key()].cpu()));
+    }
+  }
 }
