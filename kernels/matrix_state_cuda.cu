@@ -1,8 +1,7 @@
 // The CUDA kernels of the matrix-state recurrences (delta rule, linear attention). The delta
 // rule's forward hands blockIdx / threadIdx to the per-row body in delta_rule.h; the other
 // kernels give each head a block and each row (or column) of its state a thread.
-#include <cuda_runtime.h>
-
+#include "cuda_launch.cuh"
 #include "delta_rule.h"
 #include "linear_attention.h"
 
@@ -109,9 +108,10 @@ __global__ void delta_rule_backward_kernel(DeltaRuleBackward<T> p) {
   }
 }
 
-// Threads for one head's rows (and the columns of its sums): whole warps, at most 1024.
-int64_t delta_rule_backward_threads(const DeltaRuleShape& shape) {
-  const int64_t widest = shape.value_dim > shape.key_dim ? shape.value_dim : shape.key_dim;
+// One thread per row and per column of a head's state (the delta rule's backward: its rows,
+// and the columns its sums run over): whole warps, at most 1024.
+int64_t head_threads(int64_t key_dim, int64_t value_dim) {
+  const int64_t widest = value_dim > key_dim ? value_dim : key_dim;
   const int64_t threads = (widest + 31) / 32 * 32;
   return threads < 1024 ? threads : 1024;
 }
@@ -243,20 +243,6 @@ __global__ void linear_attention_backward_kernel(LinearAttentionBackward<T> p) {
   }
 }
 
-// One thread per row and per column of a head's state: whole warps, at most 1024.
-int64_t head_threads(int64_t key_dim, int64_t value_dim) {
-  const int64_t widest = value_dim > key_dim ? value_dim : key_dim;
-  const int64_t threads = (widest + 31) / 32 * 32;
-  return threads < 1024 ? threads : 1024;
-}
-
-bool launched(const char** message) {
-  const cudaError_t status = cudaGetLastError();
-  if (status == cudaSuccess) return true;
-  if (message) *message = cudaGetErrorString(status);
-  return false;
-}
-
 template <typename Params>
 bool launch(void (*kernel)(Params), const Params& p, int64_t blocks, int64_t threads, void* stream,
             const char** message, int64_t shared = 0) {
@@ -273,8 +259,8 @@ bool launch(void (*kernel)(Params), const Params& p, int64_t blocks, int64_t thr
     }
   }
   kernel<<<static_cast<unsigned>(blocks), static_cast<unsigned>(threads),
-           static_cast<size_t>(shared), static_cast<cudaStream_t>(stream)>>>(p);
-  return launched(message);
+           static_cast<size_t>(shared), cuda_stream(stream)>>>(p);
+  return cuda_launch_succeeded(message);
 }
 
 template <typename T>
@@ -289,7 +275,7 @@ bool delta_rule_backward(const DeltaRuleBackward<T>& p, void* stream, const char
   const int64_t shared =
       (2 * shape.matrix_size() + 2 * shape.value_dim) * int64_t{sizeof(AccumulatorOf<T>)};
   return launch(delta_rule_backward_kernel<T>, p, shape.head_count(),
-                delta_rule_backward_threads(shape), stream, message, shared);
+                head_threads(shape.key_dim, shape.value_dim), stream, message, shared);
 }
 
 // The kernels give a thread to each row and each column of a head's state (no loop over more).
