@@ -328,7 +328,7 @@ Settings parse(int argc, char** argv) {
       ("batch", "batch size", cxxopts::value<int64_t>()->default_value("32"))
       ("threads", "intra-op threads (env MEMSCRIPT_BENCH_THREADS)",
        cxxopts::value<int>()->default_value(env_or("MEMSCRIPT_BENCH_THREADS", "1")))
-      ("device", "cpu or cuda (env MEMSCRIPT_BENCH_DEVICE)",
+      ("device", "auto, cpu or cuda, as memscript's --device (env MEMSCRIPT_BENCH_DEVICE)",
        cxxopts::value<std::string>()->default_value(env_or("MEMSCRIPT_BENCH_DEVICE", "cpu")))
       ("warmup", "untimed steps before timing", cxxopts::value<int>()->default_value("1"))
       ("min-repeats", "fewest timed steps", cxxopts::value<int>()->default_value("3"))
@@ -361,11 +361,7 @@ Settings parse(int argc, char** argv) {
   s.lengths = split_integers(parsed["lengths"].as<std::string>());
   s.batch = parsed["batch"].as<int64_t>();
   s.threads = parsed["threads"].as<int>();
-  s.device = parsed["device"].as<std::string>();
-  if (s.device != "cpu" && s.device != "cuda")
-    throw std::runtime_error("--device must be cpu or cuda, not '" + s.device + "'");
-  if (s.device == "cuda" && !torch::cuda::is_available())
-    throw std::runtime_error("--device cuda: no usable GPU here");
+  s.device = resolve_device(parsed["device"].as<std::string>());  // as memscript --device
   s.budget = {parsed["warmup"].as<int>(), parsed["min-repeats"].as<int>(),
               parsed["max-repeats"].as<int>(), parsed["budget"].as<double>()};
   const std::vector<std::string> parts = split_list(parsed["parts"].as<std::string>());
