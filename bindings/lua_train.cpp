@@ -13,7 +13,6 @@
 #include "runtime/run_folder.h"
 #include "runtime/run_start.h"
 #include "runtime/stop_signal.h"
-#include "runtime/sweep/run_lock.h"
 #include "runtime/train.h"
 #include "runtime/versions.h"
 

@@ -17,7 +17,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// exp.lua and its module lib/helper.lua, written into `scripts`; the origin names both.
 RunOrigin origin_with_script(const TempDir& scripts) {
+  scripts.write("exp.lua", "-- the script\n");
+  fs::create_directories(scripts.path() / "lib");
+  scripts.write("lib/helper.lua", "-- a module\n");
   RunOrigin origin;
   origin.versions = {{"memscript", "test"}};
   origin.command_line = {"memscript", "exp.lua"};
@@ -37,9 +41,6 @@ const RunDefinition kRun{
 
 TEST_CASE("a new run gets its own folder, config.json and copies of the script and modules") {
   TempDir root, scripts;
-  scripts.write("exp.lua", "-- the script\n");
-  fs::create_directories(scripts.path() / "lib");
-  scripts.write("lib/helper.lua", "-- a module\n");
   const RunOrigin origin = origin_with_script(scripts);
   const StartedRun first = start_run(root.path(), "parity", nullptr, origin, kRun);
   CHECK(first.folder.path() == root / "parity");
@@ -60,9 +61,6 @@ TEST_CASE("a new run gets its own folder, config.json and copies of the script a
 
 TEST_CASE("a resume checks that the script builds the stored run, naming what differs") {
   TempDir root, scripts;
-  scripts.write("exp.lua", "-- the script\n");
-  fs::create_directories(scripts.path() / "lib");
-  scripts.write("lib/helper.lua", "-- a module\n");
   const RunOrigin origin = origin_with_script(scripts);
   fs::path folder;
   {
@@ -86,9 +84,7 @@ TEST_CASE("a resume checks that the script builds the stored run, naming what di
 
 TEST_CASE("a run folder held by another training is refused") {
   TempDir root, scripts;
-  scripts.write("exp.lua", "-- the script\n");
-  RunOrigin origin = origin_with_script(scripts);
-  origin.modules.clear();
+  const RunOrigin origin = origin_with_script(scripts);
   const StartedRun running = start_run(root.path(), "parity", nullptr, origin, kRun);
   const RunTarget resume{"parity", running.folder.path(), true};
   CHECK_THROWS_WITH(start_run(root.path(), "parity", &resume, origin, kRun),
