@@ -45,6 +45,11 @@ struct OptionValue {
   std::optional<int64_t> whole_number() const;
 };
 
+// An option value written in C++: the presets' defaults (decoder.cpp, mixer.cpp).
+inline OptionValue option(int number) { return {int64_t{number}}; }
+inline OptionValue option(bool flag) { return {flag}; }
+inline OptionValue option(const char* text) { return {std::string(text)}; }
+
 // Integer bounds; both ends inclusive.
 struct IntRange {
   int64_t min = INT64_MIN;

@@ -99,9 +99,6 @@ struct Preset {
   }
 };
 
-OptionValue option(int number) { return {int64_t{number}}; }
-OptionValue option(bool flag) { return {flag}; }
-
 Preset seed_mini(const std::vector<LayerPlan>& plan) {
   Preset preset{{{"d_model", option(4)},
                  {"heads", option(4)},

@@ -15,14 +15,6 @@
 
 namespace memscript {
 
-namespace {
-
-OptionValue option(int64_t number) { return {number}; }
-OptionValue option(bool flag) { return {flag}; }
-OptionValue option(const char* text) { return {std::string(text)}; }
-
-}  // namespace
-
 const std::vector<MixerEntry>& mixer_entries() {
   // The seed-mini options are the study's (docs/study.md): every mixer but the LRU and Mamba
   // at head_dim 4 (d_model 4); the attention-like mixers with learned positions in the residual
@@ -33,20 +25,20 @@ const std::vector<MixerEntry>& mixer_entries() {
        .recurrent = true,
        .negative_eigenvalues = true,
        .short_conv = true,
-       .seed_mini = {{"head_dim", option(int64_t{4})}, {"qkv_bias", option(true)}},
+       .seed_mini = {{"head_dim", option(4)}, {"qkv_bias", option(true)}},
        .seed_mini_alone_decoder = {{"residual_positions", option("learned")}}},
       {.name = "gated_deltanet",
        .make = make_gated_deltanet_mixer,
        .recurrent = true,
        .negative_eigenvalues = true,
        .short_conv = true,
-       .seed_mini = {{"head_dim", option(int64_t{4})}}},
+       .seed_mini = {{"head_dim", option(4)}}},
       {.name = "gpt",
        .make = make_gpt_mixer,
        .recurrent = false,
        .negative_eigenvalues = false,
        .short_conv = true,
-       .seed_mini = {{"head_dim", option(int64_t{4})}},
+       .seed_mini = {{"head_dim", option(4)}},
        .seed_mini_alone_decoder = {{"residual_positions", option("learned")}},
        .seed_mini_alone = {{"positions", option("none")}}},
       {.name = "linear_attention",
@@ -54,32 +46,31 @@ const std::vector<MixerEntry>& mixer_entries() {
        .recurrent = true,
        .negative_eigenvalues = false,
        .short_conv = true,
-       .seed_mini = {{"head_dim", option(int64_t{4})}, {"qkv_bias", option(true)}},
+       .seed_mini = {{"head_dim", option(4)}, {"qkv_bias", option(true)}},
        .seed_mini_alone_decoder = {{"residual_positions", option("learned")}}},
       {.name = "lru",
        .make = make_lru_mixer,
        .recurrent = true,
        .negative_eigenvalues = true,
        .short_conv = false,
-       .seed_mini = {{"d_state", option(int64_t{4})}},
-       .seed_mini_alone_decoder = {{"d_model", option(int64_t{128})},
-                                   {"mlp_ratio", option(int64_t{1})}}},
+       .seed_mini = {{"d_state", option(4)}},
+       .seed_mini_alone_decoder = {{"d_model", option(128)}, {"mlp_ratio", option(1)}}},
       {.name = "lstm",
        .make = make_lstm_mixer,
        .recurrent = true,
        .negative_eigenvalues = false,
        .short_conv = false,
-       .seed_mini = {{"hidden", option(int64_t{16})}, {"init", option("normal")}}},
+       .seed_mini = {{"hidden", option(16)}, {"init", option("normal")}}},
       {.name = "mamba",
        .make = make_mamba_mixer,
        .recurrent = true,
        .negative_eigenvalues = true,
        .short_conv = false,
-       .seed_mini = {{"d_state", option(int64_t{8})},
-                     {"d_conv", option(int64_t{3})},
-                     {"expand", option(int64_t{2})},
-                     {"dt_rank", option(int64_t{1})}},
-       .seed_mini_alone_decoder = {{"mlp_ratio", option(int64_t{0})}}},
+       .seed_mini = {{"d_state", option(8)},
+                     {"d_conv", option(3)},
+                     {"expand", option(2)},
+                     {"dt_rank", option(1)}},
+       .seed_mini_alone_decoder = {{"mlp_ratio", option(0)}}},
       {.name = "mingru",
        .make = make_mingru_mixer,
        .recurrent = true,
@@ -90,7 +81,7 @@ const std::vector<MixerEntry>& mixer_entries() {
        .recurrent = true,
        .negative_eigenvalues = true,
        .short_conv = false,
-       .seed_mini = {{"hidden", option(int64_t{16})}, {"gate_bias", option(true)}}},
+       .seed_mini = {{"hidden", option(16)}, {"gate_bias", option(true)}}},
   };
   return entries;
 }
