@@ -3,7 +3,7 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
-#include "kernels/cuda_device.h"
+#include "kernels/common/cuda_device.h"
 #include "memscript_config.h"
 
 namespace memscript {

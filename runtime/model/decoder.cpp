@@ -5,11 +5,11 @@
 #include <optional>
 
 #include "runtime/memory.h"
-#include "runtime/model/fused/cross_entropy.h"
-#include "runtime/model/fused/embedding.h"
-#include "runtime/model/fused/layer_norm.h"
-#include "runtime/model/fused/linear.h"
-#include "runtime/model/fused/mlp_block.h"
+#include "runtime/ops/cross_entropy/cross_entropy.h"
+#include "runtime/ops/embedding/embedding.h"
+#include "runtime/ops/layer_norm/layer_norm.h"
+#include "runtime/ops/linear/linear.h"
+#include "runtime/ops/mlp_block/mlp_block.h"
 
 namespace memscript {
 
@@ -133,7 +133,7 @@ void set_defaults(Options& options, const OptionDefaults& defaults) {
 // parameter gradients are the same bits with --threads 1 and --threads 2 (libtorch's own CPU
 // layer_norm backward sums them per thread, which changes them around 1e-8 with the count).
 torch::Tensor layer_norm(const torch::nn::LayerNorm& norm, const torch::Tensor& x) {
-  return fused::layer_norm(x, norm->weight, norm->bias, norm->options.eps());
+  return ops::layer_norm(x, norm->weight, norm->bias, norm->options.eps());
 }
 
 }  // namespace
@@ -153,16 +153,16 @@ BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidde
 }
 
 MixerOutput BlockImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const fused::PreNorm norm{mixer_norm_->weight, mixer_norm_->bias, mixer_norm_->options.eps()};
+  const ops::PreNorm norm{mixer_norm_->weight, mixer_norm_->bias, mixer_norm_->options.eps()};
   MixerOutput mixed = mixer_->forward_normed(x, norm, state);
   if (!mlp_up_) {
     mixed.y = x + mixed.y;
     return mixed;
   }
-  const fused::MlpWeights mlp{mlp_norm_->weight, mlp_norm_->bias, mlp_norm_->options.eps(),
+  const ops::MlpWeights mlp{mlp_norm_->weight, mlp_norm_->bias, mlp_norm_->options.eps(),
                               mlp_up_->weight,   mlp_up_->bias,   mlp_down_->weight,
                               mlp_down_->bias};
-  mixed.y = fused::residual_mlp(x, mixed.y, mlp);
+  mixed.y = ops::residual_mlp(x, mixed.y, mlp);
   return mixed;
 }
 
@@ -283,7 +283,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
     const std::vector<int64_t> shape = {tokens.size(0), 0, classes_};
     return {torch::empty(shape, embedding_->weight.options()), state};
   }
-  torch::Tensor x = fused::embedding(tokens, embedding_->weight);
+  torch::Tensor x = ops::embedding(tokens, embedding_->weight);
   if (scale_embedding_) x = x * std::sqrt(static_cast<double>(d_model_));
   if (positions_.defined())
     x = add_positions(x, state.layers.empty() ? 0 : state.layers[0].position);
@@ -294,7 +294,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
     x = block.y;
     out.state.layers.push_back(std::move(block.state));
   }
-  out.logits = fused::linear(head_, layer_norm(final_norm_, x));
+  out.logits = ops::linear(head_, layer_norm(final_norm_, x));
   out.state.mixers = mixer_names_;
   return out;
 }
@@ -430,12 +430,12 @@ std::string DecoderImpl::summary() const {
 
 torch::Tensor masked_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets,
                                        const torch::Tensor& mask) {
-  return fused::masked_cross_entropy(logits, targets, mask, fused::LossReduction::sum);
+  return ops::masked_cross_entropy(logits, targets, mask, ops::LossReduction::sum);
 }
 
 torch::Tensor masked_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
                                    const torch::Tensor& mask) {
-  return fused::masked_cross_entropy(logits, targets, mask, fused::LossReduction::mean);
+  return ops::masked_cross_entropy(logits, targets, mask, ops::LossReduction::mean);
 }
 
 }  // namespace memscript

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/model/fused/layer_norm.h"
+#include "runtime/ops/layer_norm/layer_norm.h"
 #include "runtime/options.h"
 #include "runtime/torch.h"
 
@@ -42,7 +42,7 @@ class MixerImpl : public torch::nn::Module {
   virtual MixerOutput forward(const torch::Tensor& x, const MixerState& state) = 0;
   // forward(LN(x), state) with the decoder block's pre-norm `norm`. A mixer that can fuse the
   // norm into its own kernel overrides it; the result is the same function of x either way.
-  virtual MixerOutput forward_normed(const torch::Tensor& x, const fused::PreNorm& norm,
+  virtual MixerOutput forward_normed(const torch::Tensor& x, const ops::PreNorm& norm,
                                      const MixerState& state);
   // The options as resolved, for the run folder and describe().
   virtual nlohmann::json config() const = 0;

@@ -8,7 +8,7 @@
 
 #include "../model/model_harness.h"
 #include "runtime/checkpoint.h"
-#include "runtime/model/fused/cross_entropy.h"
+#include "runtime/ops/cross_entropy/cross_entropy.h"
 #include "runtime/model/mixer.h"
 #include "runtime/optim.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda_device.h"
+#include "kernels/common/cuda_device.h"
 
 namespace memscript::kernels::test {
 

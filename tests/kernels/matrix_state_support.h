@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/sequence_view.h"
-#include "kernels/storage_type.h"
+#include "kernels/common/sequence_view.h"
+#include "kernels/common/storage_type.h"
 
 namespace memscript::test {
 

@@ -1,4 +1,4 @@
-// The pointwise activations (kernels/activation.h) against their formulas written with libm,
+// The pointwise activations (kernels/common/activation.h) against their formulas written with libm,
 // their backward against finite differences, and the float erf's accuracy bound.
 
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernel_harness.h"
-#include "kernels/activation.h"
+#include "kernels/common/activation.h"
 
 using namespace memscript::kernels;
 using memscript::kernels::test::random_values;

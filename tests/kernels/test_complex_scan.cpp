@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "kernel_harness.h"
-#include "kernels/complex_scan.h"
+#include "kernels/complex_scan/complex_scan.h"
 
 using namespace memscript::kernels;
 using namespace memscript::kernels::test;

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "kernel_harness.h"
-#include "kernels/delta_rule.h"
-#include "kernels/lane_prefetch.h"
+#include "kernels/common/lane_prefetch.h"
+#include "kernels/delta_rule/delta_rule.h"
 #include "matrix_state_support.h"
 
 using namespace memscript::kernels;
@@ -135,13 +135,16 @@ struct Buffers {
   // tests/gpu checks it on a GPU).
   void run_emulated() {
     const DeltaRuleForward<T> f = forward();
-    memscript::test::emulate_launch(delta_rule_blocks(shape.row_count()), kDeltaRuleThreadsPerBlock,
-                                    [&](int64_t block, int64_t thread) {
-                                      delta_rule_forward_thread(f, block, thread,
-                                                                kDeltaRuleThreadsPerBlock);
-                                    });
     const DeltaRuleBackward<T> b = backward();
-    for (int64_t head = 0; head < shape.head_count(); ++head) delta_rule_backward_head(b, head);
+    with_update(shape, [&]<bool Erase>() {
+      memscript::test::emulate_launch(
+          delta_rule_blocks(shape.row_count()), kDeltaRuleThreadsPerBlock,
+          [&](int64_t block, int64_t thread) {
+            delta_rule_forward_thread<Erase>(f, block, thread, kDeltaRuleThreadsPerBlock);
+          });
+      for (int64_t head = 0; head < shape.head_count(); ++head)
+        delta_rule_backward_head<Erase>(b, head);
+    });
   }
 
   // Every output and gradient, in double.
@@ -152,8 +155,9 @@ struct Buffers {
   }
 };
 
-// The recurrence as matrices, S_t = α_t S_{t-1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ, and the
-// scalar loss Σ w_o·o + Σ w_S·S_L whose gradients the backward computes.
+// The recurrence as matrices, S_t = α_t S_{t-1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ (without
+// erase: α_t S_{t-1} + β_t v_t k_tᵀ), and the scalar loss Σ w_o·o + Σ w_S·S_L whose gradients the
+// backward computes.
 struct Written {
   std::vector<double> outputs, state;
   double loss;
@@ -172,9 +176,9 @@ Written written_out(const Case& c) {
       std::vector<double> next(static_cast<size_t>(s.matrix_size()));
       for (int64_t i = 0; i < dv; ++i) {
         for (int64_t j = 0; j < dk; ++j) {
-          double x = 0;  // (S (I − β k kᵀ))_ij
+          double x = 0;  // (S (I − β k kᵀ))_ij, or S_ij
           for (int64_t m = 0; m < dk; ++m)
-            x += S[i * dk + m] * ((m == j ? 1.0 : 0.0) - beta * k[m] * k[j]);
+            x += S[i * dk + m] * ((m == j ? 1.0 : 0.0) - (s.erase ? beta * k[m] * k[j] : 0.0));
           next[i * dk + j] = alpha * x + beta * c.v[token * dv + i] * k[j];
         }
       }
@@ -207,8 +211,11 @@ const DeltaRuleShape kShapes[] = {
 }  // namespace
 
 TEST_CASE("delta-rule kernel forward matches the recurrence written out as matrices") {
-  for (const DeltaRuleShape& shape : kShapes) {
+  const bool erase = GENERATE(true, false);
+  for (DeltaRuleShape shape : kShapes) {
+    shape.erase = erase;
     for (const bool decay : {false, true}) {
+      INFO("length " << shape.length << ", decay " << decay << ", erase " << erase);
       const Case c = random_case(shape, decay, 1);
       Buffers<double> run(c);
       run.run_cpu();
@@ -222,9 +229,11 @@ TEST_CASE("delta-rule kernel forward matches the recurrence written out as matri
 }
 
 TEST_CASE("delta-rule kernel backward matches finite differences of every input") {
-  for (const DeltaRuleShape& shape : kShapes) {
+  const bool erase = GENERATE(true, false);
+  for (DeltaRuleShape shape : kShapes) {
+    shape.erase = erase;
     for (const bool decay : {false, true}) {
-      INFO("length " << shape.length << ", decay " << decay);
+      INFO("length " << shape.length << ", decay " << decay << ", erase " << erase);
       const Case c = random_case(shape, decay, 2);
       Buffers<double> run(c);
       run.run_cpu();
@@ -285,7 +294,8 @@ TEST_CASE("delta-rule kernels split into head ranges give the same bits as one r
 
 TEST_CASE("delta-rule scalar bodies (the CUDA forward's over blocks x threads) match the CPU") {
   // More rows than a block holds and a partial last block, to exercise the guards.
-  const Case c = random_case({5, 3, 9, 4, 10, 4}, true, 5);
+  Case c = random_case({5, 3, 9, 4, 10, 4}, true, 5);
+  c.shape.erase = GENERATE(true, false);
   REQUIRE(c.shape.row_count() > kDeltaRuleThreadsPerBlock);
   Buffers<float> cpu(c), emulated(c);
   cpu.run_cpu();
@@ -299,7 +309,8 @@ TEST_CASE(
   // read at run time. Same arithmetic in the same order: the same bits.
   for (const int64_t d : {4, 8, 16}) {
     INFO("head size " << d);
-    const Case c = random_case({2, 3, 11, d, d, 4}, true, 7);
+    Case c = random_case({2, 3, 11, d, d, 4}, true, 7);
+    c.shape.erase = d != 8;  // both updates, small and large states
     Buffers<float> cpu(c), emulated(c);
     cpu.run_cpu();
     emulated.run_emulated();

@@ -1,4 +1,4 @@
-// The embedding's weight gradient (kernels/embedding.h) against the sums written out, over
+// The embedding's weight gradient (kernels/embedding/embedding.h) against the sums written out, over
 // several blocks of rows, and split into block ranges.
 
 #include <catch2/catch.hpp>
@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernel_harness.h"
-#include "kernels/block_sum.h"
-#include "kernels/embedding.h"
+#include "kernels/common/block_sum.h"
+#include "kernels/embedding/embedding.h"
 
 using namespace memscript::kernels;
 using memscript::kernels::test::random_values;

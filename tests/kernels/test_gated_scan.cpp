@@ -1,4 +1,4 @@
-// The fused qLSTM and minGRU cells (kernels/gated_scan.h): the CPU loop against the cells'
+// The fused qLSTM and minGRU cells (kernels/gated_scan/gated_scan.h): the CPU loop against the cells'
 // equations written out with libm, its backward against finite differences, and the CUDA
 // per-thread bodies, run over every block and thread, against the CPU loop bit for bit.
 
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernel_harness.h"
-#include "kernels/block_sum.h"
-#include "kernels/gated_scan.h"
+#include "kernels/common/block_sum.h"
+#include "kernels/gated_scan/gated_scan.h"
 
 using namespace memscript::kernels;
 using memscript::kernels::test::cast;

@@ -4,7 +4,7 @@
 #include <set>
 #include <vector>
 
-#include "kernels/lane_prefetch.h"
+#include "kernels/common/lane_prefetch.h"
 
 using memscript::kernels::kTileRows;
 using memscript::kernels::LanePrefetch;

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "kernel_harness.h"
-#include "kernels/linear_attention.h"
+#include "kernels/linear_attention/linear_attention.h"
 #include "matrix_state_support.h"
 
 using namespace memscript::kernels;

@@ -1,4 +1,4 @@
-// kernels/lstm.h on its own: the forward against the LSTM's equations written out with libm,
+// kernels/lstm/lstm.h on its own: the forward against the LSTM's equations written out with libm,
 // the hand-written backward against central finite differences for every input, the scalar
 // row bodies (whose cell formulas the CUDA kernel shares) against the CPU's vector lanes, and
 // the launcher's failure without a GPU. The CUDA kernel itself is checked on a GPU by
@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "kernel_harness.h"
-#include "kernels/lstm.h"
+#include "kernels/lstm/lstm.h"
 
 using namespace memscript::kernels;
 using memscript::kernels::test::check_launch_fails;

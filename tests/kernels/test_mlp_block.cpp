@@ -1,4 +1,4 @@
-// The fused MLP half of a decoder block (kernels/mlp_block.h): the forward against its formula
+// The fused MLP half of a decoder block (kernels/mlp_block/mlp_block.h): the forward against its formula
 // written out with libm, the backward against finite differences of that formula, and block
 // ranges that must not change a bit.
 
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernel_harness.h"
-#include "kernels/block_sum.h"
-#include "kernels/mlp_block.h"
+#include "kernels/common/block_sum.h"
+#include "kernels/mlp_block/mlp_block.h"
 
 using namespace memscript::kernels;
 using memscript::kernels::test::numeric_gradient;

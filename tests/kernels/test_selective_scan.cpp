@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "kernel_harness.h"
-#include "kernels/selective_scan.h"
+#include "kernels/selective_scan/selective_scan.h"
 
 using namespace memscript::kernels;
 using namespace memscript::kernels::test;

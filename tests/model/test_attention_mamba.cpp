@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "model_harness.h"
-#include "runtime/model/fused/causal_attention.h"
+#include "runtime/ops/causal_attention/causal_attention.h"
 #include "runtime/model/mixers/gpt.h"
 #include "runtime/model/mixers/mamba.h"
 
@@ -141,7 +141,7 @@ std::vector<torch::Tensor> attention_with_grads(const torch::Tensor& q, const to
   std::vector<torch::Tensor> leaves = {q.detach().clone().requires_grad_(),
                                        k.detach().clone().requires_grad_(),
                                        v.detach().clone().requires_grad_()};
-  const torch::Tensor out = use_fused ? fused::causal_attention(leaves[0], leaves[1], leaves[2])
+  const torch::Tensor out = use_fused ? ops::causal_attention(leaves[0], leaves[1], leaves[2])
                                       : causal_attention_reference(leaves[0], leaves[1], leaves[2]);
   torch::manual_seed(97);  // the same weights for both (randn_like would follow out's strides)
   (out * torch::randn(out.sizes(), out.options())).sum().backward();

@@ -1,4 +1,4 @@
-// Mamba's fused causal conv + SiLU (kernels/causal_conv.h through fused::causal_conv_silu)
+// Mamba's fused causal conv + SiLU (kernels/causal_conv/causal_conv.h through ops::causal_conv_silu)
 // against libtorch's Conv1d and SiLU (causal_conv_silu_reference): u, the window after, and the
 // gradients of x, the window before, the weight and the bias, in float64 to 1e-9 and float32 to
 // 1e-4; x as a slice of a wider array; chunks equal to one pass; the same bits at any thread
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "model_harness.h"
-#include "runtime/model/fused/causal_conv.h"
+#include "runtime/ops/causal_conv/causal_conv.h"
 
 using namespace memscript;
 using memscript::test::require_close;
@@ -54,13 +54,13 @@ struct Run {
 
 Run run(const Case& c, bool fused) {
   const Inputs in = inputs_of(c);
-  fused::CausalConvResult out;
+  ops::CausalConvResult out;
   if (fused) {
-    const auto result = fused::causal_conv_silu(in.x(), in.window, in.weight, in.bias);
+    const auto result = ops::causal_conv_silu(in.x(), in.window, in.weight, in.bias);
     REQUIRE(result.has_value());
     out = *result;
   } else {
-    out = fused::causal_conv_silu_reference(in.x(), in.window, in.weight, in.bias);
+    out = ops::causal_conv_silu_reference(in.x(), in.window, in.weight, in.bias);
   }
   // Weights on both outputs, so that the window after has a gradient to pass on too.
   torch::manual_seed(13);
@@ -120,11 +120,11 @@ TEST_CASE("the fused causal conv fed in chunks gives the one-pass outputs to the
   const torch::Tensor x = torch::randn({3, 11, 6}, torch::kDouble);
   const torch::Tensor weight = torch::randn({6, 1, 4}, torch::kDouble);
   const torch::Tensor bias = torch::randn({6}, torch::kDouble);
-  const auto whole = fused::causal_conv_silu(x, {}, weight, bias);
+  const auto whole = ops::causal_conv_silu(x, {}, weight, bias);
   // A chunk shorter than the window in the middle.
-  const auto a = fused::causal_conv_silu(x.narrow(1, 0, 5), {}, weight, bias);
-  const auto b = fused::causal_conv_silu(x.narrow(1, 5, 2), a->window_after, weight, bias);
-  const auto c = fused::causal_conv_silu(x.narrow(1, 7, 4), b->window_after, weight, bias);
+  const auto a = ops::causal_conv_silu(x.narrow(1, 0, 5), {}, weight, bias);
+  const auto b = ops::causal_conv_silu(x.narrow(1, 5, 2), a->window_after, weight, bias);
+  const auto c = ops::causal_conv_silu(x.narrow(1, 7, 4), b->window_after, weight, bias);
   CHECK(torch::equal(torch::cat({a->u, b->u, c->u}, 1), whole->u));
   CHECK(torch::equal(c->window_after, whole->window_after));
 }
@@ -148,20 +148,20 @@ TEST_CASE("the fused causal conv leaves what its kernel does not take to the com
   const torch::Tensor weight = torch::randn({4, 1, 3});
   const torch::Tensor bias = torch::randn({4});
   CHECK_FALSE(
-      fused::causal_conv_silu(torch::randn({2, 5, 4}, torch::kHalf), {}, weight, bias).has_value());
-  CHECK_FALSE(fused::causal_conv_silu(torch::randn({2, 0, 4}), {}, weight, bias).has_value());
+      ops::causal_conv_silu(torch::randn({2, 5, 4}, torch::kHalf), {}, weight, bias).has_value());
+  CHECK_FALSE(ops::causal_conv_silu(torch::randn({2, 0, 4}), {}, weight, bias).has_value());
   // Channels not contiguous: a transposed view.
-  CHECK_FALSE(fused::causal_conv_silu(torch::randn({2, 4, 5}).transpose(1, 2), {}, weight, bias)
+  CHECK_FALSE(ops::causal_conv_silu(torch::randn({2, 4, 5}).transpose(1, 2), {}, weight, bias)
                   .has_value());
 }
 
 TEST_CASE("the fused causal conv names a weight, bias or window of the wrong shape") {
   const torch::Tensor x = torch::randn({2, 5, 4});
   const torch::Tensor weight = torch::randn({4, 1, 3}), bias = torch::randn({4});
-  CHECK_THROWS_WITH(fused::causal_conv_silu(x, {}, torch::randn({5, 1, 3}), bias),
+  CHECK_THROWS_WITH(ops::causal_conv_silu(x, {}, torch::randn({5, 1, 3}), bias),
                     Catch::Contains("the weight must be [4, 1, K], got [5, 1, 3]"));
-  CHECK_THROWS_WITH(fused::causal_conv_silu(x, {}, weight, torch::randn({3})),
+  CHECK_THROWS_WITH(ops::causal_conv_silu(x, {}, weight, torch::randn({3})),
                     Catch::Contains("the bias must be [4], got [3]"));
-  CHECK_THROWS_WITH(fused::causal_conv_silu(x, torch::randn({2, 4, 3}), weight, bias),
+  CHECK_THROWS_WITH(ops::causal_conv_silu(x, torch::randn({2, 4, 3}), weight, bias),
                     Catch::Contains("the window must be [2, 4, 2], got [2, 4, 3]"));
 }

@@ -9,16 +9,16 @@
 #include <limits>
 
 #include "model_harness.h"
-#include "runtime/model/fused/cross_entropy.h"
-#include "runtime/model/fused/embedding.h"
-#include "runtime/model/fused/l2_normalize.h"
-#include "runtime/model/fused/layer_norm.h"
-#include "runtime/model/fused/linear.h"
-#include "runtime/model/fused/mlp_block.h"
+#include "runtime/ops/cross_entropy/cross_entropy.h"
+#include "runtime/ops/embedding/embedding.h"
+#include "runtime/ops/l2_normalize/l2_normalize.h"
+#include "runtime/ops/layer_norm/layer_norm.h"
+#include "runtime/ops/linear/linear.h"
+#include "runtime/ops/mlp_block/mlp_block.h"
 #include "runtime/torch.h"
 
 using namespace memscript;
-using fused::LossReduction;
+using ops::LossReduction;
 using memscript::test::relative_error;
 
 namespace {
@@ -39,8 +39,8 @@ LayerNormCase layer_norm_case(std::vector<int64_t> shape, torch::Dtype dtype, ui
 // y and the gradients of Σ y ⊙ w with respect to x, weight and bias.
 std::vector<torch::Tensor> layer_norm_with_grads(const LayerNormCase& c, bool use_fused) {
   for (const torch::Tensor& t : {c.x, c.weight, c.bias}) t.mutable_grad() = torch::Tensor();
-  const torch::Tensor y = use_fused ? fused::layer_norm(c.x, c.weight, c.bias, 1e-5)
-                                    : fused::layer_norm_reference(c.x, c.weight, c.bias, 1e-5);
+  const torch::Tensor y = use_fused ? ops::layer_norm(c.x, c.weight, c.bias, 1e-5)
+                                    : ops::layer_norm_reference(c.x, c.weight, c.bias, 1e-5);
   torch::manual_seed(99);
   (y * torch::randn_like(y)).sum().backward();
   return {y.detach(), c.x.grad().clone(), c.weight.grad().clone(), c.bias.grad().clone()};
@@ -63,8 +63,8 @@ std::pair<torch::Tensor, torch::Tensor> loss_with_grad(const LossCase& c, LossRe
                                                        bool use_fused) {
   c.logits.mutable_grad() = torch::Tensor();
   const torch::Tensor loss =
-      use_fused ? fused::masked_cross_entropy(c.logits, c.targets, c.mask, reduction)
-                : fused::masked_cross_entropy_reference(c.logits, c.targets, c.mask, reduction);
+      use_fused ? ops::masked_cross_entropy(c.logits, c.targets, c.mask, reduction)
+                : ops::masked_cross_entropy_reference(c.logits, c.targets, c.mask, reduction);
   (loss * 1.5).backward();
   return {loss.detach(), c.logits.grad().clone()};
 }
@@ -93,14 +93,14 @@ TEST_CASE("fused layer norm reads a non-contiguous input and passes a tensor it 
   const LayerNormCase c = layer_norm_case({5, 6}, torch::kDouble, 4);
   const torch::Tensor x = c.x.detach().t().contiguous().t();  // same values, column-major
   REQUIRE_FALSE(x.is_contiguous());
-  CHECK(relative_error(fused::layer_norm(x, c.weight, c.bias, 1e-5),
-                       fused::layer_norm_reference(x, c.weight, c.bias, 1e-5)) < 1e-12);
+  CHECK(relative_error(ops::layer_norm(x, c.weight, c.bias, 1e-5),
+                       ops::layer_norm_reference(x, c.weight, c.bias, 1e-5)) < 1e-12);
   // Half precision has no kernel: the composed ops run instead, with the same result.
   const torch::Tensor half = c.x.detach().to(torch::kBFloat16);
   const torch::Tensor w = c.weight.detach().to(torch::kBFloat16);
   const torch::Tensor b = c.bias.detach().to(torch::kBFloat16);
-  CHECK(torch::equal(fused::layer_norm(half, w, b, 1e-5),
-                     fused::layer_norm_reference(half, w, b, 1e-5)));
+  CHECK(torch::equal(ops::layer_norm(half, w, b, 1e-5),
+                     ops::layer_norm_reference(half, w, b, 1e-5)));
 }
 
 TEST_CASE("fused layer norm gives the same bits with one thread and two") {
@@ -148,20 +148,20 @@ TEST_CASE("fused masked cross-entropy is NaN when a scored row has a NaN or infi
   torch::Tensor logits = c.logits.detach().clone();
   logits.index_put_({1, 3, 2}, bad);
   CHECK(std::isnan(
-      fused::masked_cross_entropy(logits, c.targets, c.mask, LossReduction::mean).item<double>()));
+      ops::masked_cross_entropy(logits, c.targets, c.mask, LossReduction::mean).item<double>()));
   c.mask.index_put_({1, 3}, false);  // an unscored row is not read
   CHECK(std::isfinite(
-      fused::masked_cross_entropy(logits, c.targets, c.mask, LossReduction::mean).item<double>()));
+      ops::masked_cross_entropy(logits, c.targets, c.mask, LossReduction::mean).item<double>()));
 }
 
 TEST_CASE("fused masked cross-entropy names a scored target outside the classes") {
   LossCase c = loss_case(2, 5, 3, torch::kFloat, 8);
   c.mask.fill_(true);
   c.targets.index_put_({1, 2}, 3);
-  CHECK_THROWS_WITH(fused::masked_cross_entropy(c.logits, c.targets, c.mask, LossReduction::mean),
+  CHECK_THROWS_WITH(ops::masked_cross_entropy(c.logits, c.targets, c.mask, LossReduction::mean),
                     Catch::Contains("the target at position 7 is 3, outside [0, 3)"));
   c.mask.index_put_({1, 2}, false);  // unscored targets are not read
-  CHECK_NOTHROW(fused::masked_cross_entropy(c.logits, c.targets, c.mask, LossReduction::mean));
+  CHECK_NOTHROW(ops::masked_cross_entropy(c.logits, c.targets, c.mask, LossReduction::mean));
 }
 
 TEST_CASE("fused masked cross-entropy gives the same bits with one thread and two") {
@@ -181,14 +181,14 @@ namespace {
 // y and the gradients of Σ y ⊙ w for x, weight and bias, fused or through torch's linear.
 std::vector<torch::Tensor> linear_with_grads(const torch::Tensor& x, const torch::Tensor& weight,
                                              const torch::Tensor& bias,
-                                             fused::Activation activation, bool use_fused) {
+                                             ops::Activation activation, bool use_fused) {
   std::vector<torch::Tensor> leaves = {x, weight};
   if (bias.defined()) leaves.push_back(bias);
   for (const torch::Tensor& t : leaves) t.mutable_grad() = torch::Tensor();
   const torch::Tensor y =
       use_fused
-          ? fused::linear(x, weight, bias, activation)
-          : fused::activation_reference(torch::nn::functional::linear(x, weight, bias), activation);
+          ? ops::linear(x, weight, bias, activation)
+          : ops::activation_reference(torch::nn::functional::linear(x, weight, bias), activation);
   torch::manual_seed(98);
   (y * torch::randn_like(y)).sum().backward();
   std::vector<torch::Tensor> out = {y.detach()};
@@ -202,9 +202,9 @@ TEST_CASE("fused linear matches torch's linear with every activation, values and
   const auto [dtype, tolerance] =
       GENERATE(std::make_pair(torch::kDouble, 1e-12), std::make_pair(torch::kFloat, 1e-5));
   const auto activation =
-      GENERATE(fused::Activation::none, fused::Activation::gelu, fused::Activation::sigmoid,
-               fused::Activation::elu_plus_one, fused::Activation::relu,
-               fused::Activation::softplus, fused::Activation::silu);
+      GENERATE(ops::Activation::none, ops::Activation::gelu, ops::Activation::sigmoid,
+               ops::Activation::elu_plus_one, ops::Activation::relu,
+               ops::Activation::softplus, ops::Activation::silu);
   // 4 x 16 and 8 x 3 run on the small-weight kernel, 40 x 32 on libtorch's products.
   const auto [in, out] =
       GENERATE(std::make_pair(4, 16), std::make_pair(8, 3), std::make_pair(40, 32));
@@ -231,8 +231,8 @@ TEST_CASE("fused activation node matches the composed activation, values and gra
   const auto [dtype, tolerance] =
       GENERATE(std::make_pair(torch::kDouble, 1e-12), std::make_pair(torch::kFloat, 1e-5));
   const auto activation =
-      GENERATE(fused::Activation::gelu, fused::Activation::sigmoid, fused::Activation::elu_plus_one,
-               fused::Activation::relu, fused::Activation::softplus, fused::Activation::silu);
+      GENERATE(ops::Activation::gelu, ops::Activation::sigmoid, ops::Activation::elu_plus_one,
+               ops::Activation::relu, ops::Activation::softplus, ops::Activation::silu);
   INFO("dtype " << dtype << ", activation " << static_cast<int>(activation));
   torch::manual_seed(15);
   // A transposed (non-contiguous) input, as the heads' feature map gets it.
@@ -242,8 +242,8 @@ TEST_CASE("fused activation node matches the composed activation, values and gra
   std::vector<torch::Tensor> results;
   for (const bool use_fused : {true, false}) {
     const torch::Tensor leaf = x.detach().requires_grad_();
-    const torch::Tensor y = use_fused ? fused::activation(leaf, activation)
-                                      : fused::activation_reference(leaf, activation);
+    const torch::Tensor y = use_fused ? ops::activation(leaf, activation)
+                                      : ops::activation_reference(leaf, activation);
     (y * weights).sum().backward();
     results.push_back(y.detach());
     results.push_back(leaf.grad());
@@ -260,9 +260,9 @@ TEST_CASE("fused linear gives the same bits with one thread and two") {
   const torch::Tensor bias = torch::randn({16}).requires_grad_();
   const int before = at::get_num_threads();
   at::set_num_threads(1);
-  const auto one = linear_with_grads(x, weight, bias, fused::Activation::gelu, true);
+  const auto one = linear_with_grads(x, weight, bias, ops::Activation::gelu, true);
   at::set_num_threads(2);
-  const auto two = linear_with_grads(x, weight, bias, fused::Activation::gelu, true);
+  const auto two = linear_with_grads(x, weight, bias, ops::Activation::gelu, true);
   at::set_num_threads(before);
   for (size_t i = 0; i < one.size(); ++i) CHECK(torch::equal(one[i], two[i]));
 }
@@ -271,7 +271,7 @@ TEST_CASE("fused linear with no rows gives an empty output and zero parameter gr
   const torch::Tensor x = torch::randn({2, 0, 4}).requires_grad_();
   const torch::Tensor weight = torch::randn({16, 4}).requires_grad_();  // the small kernel's size
   const torch::Tensor bias = torch::randn({16}).requires_grad_();
-  const torch::Tensor y = fused::linear(x, weight, bias);
+  const torch::Tensor y = ops::linear(x, weight, bias);
   CHECK(y.sizes() == torch::IntArrayRef({2, 0, 16}));
   y.sum().backward();
   CHECK(torch::equal(weight.grad(), torch::zeros_like(weight)));
@@ -290,7 +290,7 @@ TEST_CASE("fused embedding matches torch's embedding, values and weight gradient
     const torch::Tensor leaf =
         torch::randn({7, 3}, torch::TensorOptions().dtype(dtype)).requires_grad_();
     const torch::Tensor y =
-        use_fused ? fused::embedding(tokens, leaf) : torch::embedding(leaf, tokens);
+        use_fused ? ops::embedding(tokens, leaf) : torch::embedding(leaf, tokens);
     (y * weights).sum().backward();
     results.push_back(y.detach());
     results.push_back(leaf.grad());
@@ -309,7 +309,7 @@ TEST_CASE("fused embedding's weight gradient is the same bits with one thread an
   for (const int threads : {1, 2}) {
     at::set_num_threads(threads);
     const torch::Tensor leaf = torch::ones({5, 4}).requires_grad_();
-    (fused::embedding(tokens, leaf) * weights).sum().backward();
+    (ops::embedding(tokens, leaf) * weights).sum().backward();
     grads.push_back(leaf.grad());
   }
   at::set_num_threads(before);
@@ -318,8 +318,8 @@ TEST_CASE("fused embedding's weight gradient is the same bits with one thread an
 
 TEST_CASE("fused embedding refuses a token outside the vocabulary") {
   const torch::Tensor weight = torch::randn({4, 2}).requires_grad_();
-  CHECK_THROWS(fused::embedding(torch::tensor({0, 4}), weight));
-  CHECK_THROWS(fused::embedding(torch::tensor({-1}), weight));
+  CHECK_THROWS(ops::embedding(torch::tensor({0, 4}), weight));
+  CHECK_THROWS(ops::embedding(torch::tensor({-1}), weight));
 }
 
 namespace {
@@ -338,9 +338,9 @@ std::vector<torch::Tensor> residual_mlp_with_grads(const torch::Tensor& x, const
                                        (0.3 * torch::randn({hidden}, options)).requires_grad_(),
                                        torch::randn({width, hidden}, options).requires_grad_(),
                                        (0.3 * torch::randn({width}, options)).requires_grad_()};
-  const fused::MlpWeights w{leaves[2], leaves[3], 1e-5, leaves[4], leaves[5], leaves[6], leaves[7]};
-  const torch::Tensor y = use_fused ? fused::residual_mlp(leaves[0], leaves[1], w)
-                                    : fused::residual_mlp_reference(leaves[0], leaves[1], w);
+  const ops::MlpWeights w{leaves[2], leaves[3], 1e-5, leaves[4], leaves[5], leaves[6], leaves[7]};
+  const torch::Tensor y = use_fused ? ops::residual_mlp(leaves[0], leaves[1], w)
+                                    : ops::residual_mlp_reference(leaves[0], leaves[1], w);
   (y * torch::randn_like(y)).sum().backward();
   std::vector<torch::Tensor> out = {y.detach()};
   for (const torch::Tensor& leaf : leaves) out.push_back(leaf.grad());
@@ -396,7 +396,7 @@ TEST_CASE("fused l2 normalization matches F.normalize, zero rows included") {
   for (const bool use_fused : {true, false}) {
     const torch::Tensor leaf = x.clone().requires_grad_();
     const torch::Tensor y =
-        use_fused ? fused::l2_normalize(leaf) : fused::l2_normalize_reference(leaf);
+        use_fused ? ops::l2_normalize(leaf) : ops::l2_normalize_reference(leaf);
     (y * weights).sum().backward();
     results.push_back(y.detach());
     results.push_back(leaf.grad());

@@ -1,4 +1,4 @@
-// The fused pre-norm + qLSTM / minGRU block (kernels/gated_block.h through
+// The fused pre-norm + qLSTM / minGRU block (kernels/gated_block/gated_block.h through
 // MixerImpl::forward_normed) against the reference mixer after a composed layer norm: outputs,
 // final states and every gradient (input, initial state, the norm's and the mixer's
 // parameters), in float64 to 1e-9 and float32 to 1e-4; the same bits at any thread count; and
@@ -140,7 +140,7 @@ TEST_CASE("the fused gated block fed in chunks gives the one-pass outputs") {
     torch::NoGradGuard no_grad;
     torch::manual_seed(3);
     const torch::Tensor x = torch::randn({3, 11, 4}, torch::kDouble);
-    const fused::PreNorm norm{torch::rand({4}, torch::kDouble) + 0.5,
+    const ops::PreNorm norm{torch::rand({4}, torch::kDouble) + 0.5,
                               torch::randn({4}, torch::kDouble), 1e-5};
     const MixerOutput whole = m->forward_normed(x, norm, {});
     const MixerOutput first = m->forward_normed(x.narrow(1, 0, 4), norm, {});

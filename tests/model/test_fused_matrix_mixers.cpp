@@ -10,11 +10,11 @@
 #include <sstream>
 
 #include "model_harness.h"
-#include "runtime/model/fused/delta_rule_op.h"
-#include "runtime/model/fused/l2_normalize.h"
-#include "runtime/model/fused/linear_attention_op.h"
 #include "runtime/model/mixers/deltanet.h"
 #include "runtime/model/mixers/linear_attention.h"
+#include "runtime/ops/delta_rule/delta_rule.h"
+#include "runtime/ops/l2_normalize/l2_normalize.h"
+#include "runtime/ops/linear_attention/linear_attention.h"
 
 using namespace memscript;
 
@@ -89,8 +89,8 @@ DeltaInputs delta_inputs(const Shape& s, torch::ScalarType dtype, bool decay, bo
   torch::manual_seed(s.length * 7 + s.batch);
   const auto options = torch::TensorOptions().dtype(dtype);
   DeltaInputs in;
-  in.q = leaf(fused::l2_normalize_reference(head_split(s, s.key_dim, dtype)));
-  in.k = leaf(fused::l2_normalize_reference(head_split(s, s.key_dim, dtype)));
+  in.q = leaf(ops::l2_normalize_reference(head_split(s, s.key_dim, dtype)));
+  in.k = leaf(ops::l2_normalize_reference(head_split(s, s.key_dim, dtype)));
   in.v = leaf(head_split(s, s.value_dim, dtype));
   in.beta = leaf(2 * torch::rand({s.batch, s.heads, s.length}, options));
   if (decay) in.alpha = leaf(0.5 + 0.5 * torch::rand({s.batch, s.heads, s.length}, options));
@@ -99,14 +99,16 @@ DeltaInputs delta_inputs(const Shape& s, torch::ScalarType dtype, bool decay, bo
   return in;
 }
 
-void compare_delta_rule(const Shape& s, torch::ScalarType dtype, bool decay, bool with_state) {
-  INFO(describe(s) << ", dtype " << dtype << ", decay " << decay << ", initial state "
-                   << with_state);
+void compare_delta_rule(const Shape& s, torch::ScalarType dtype, bool decay, bool with_state,
+                        ops::StateUpdate update = ops::StateUpdate::delta) {
+  INFO(describe(s) << ", dtype " << dtype << ", decay " << decay << ", initial state " << with_state
+                   << ", additive " << (update == ops::StateUpdate::additive));
   const DeltaInputs in = delta_inputs(s, dtype, decay, with_state);
   const std::vector<torch::Tensor> leaves{in.q, in.k, in.v, in.beta, in.alpha, in.state};
-  const fused::DeltaRuleResult fused =
-      fused::delta_rule(in.q, in.k, in.v, in.beta, in.alpha, in.state);
-  const DeltaRuleOutput reference = delta_rule(in.q, in.k, in.v, in.beta, in.alpha, in.state);
+  const ops::DeltaRuleResult fused =
+      ops::delta_rule(in.q, in.k, in.v, in.beta, in.alpha, in.state, update);
+  const ops::DeltaRuleResult reference =
+      ops::delta_rule_reference(in.q, in.k, in.v, in.beta, in.alpha, in.state, update);
   const Tolerance tolerance = tolerance_for(dtype);
   check_close(fused.outputs, reference.outputs, tolerance, "outputs");
   check_close(fused.state, reference.state, tolerance, "final state");
@@ -141,18 +143,18 @@ void compare_linear_attention(const Shape& s, torch::ScalarType dtype, bool with
   const LinearInputs in = linear_inputs(s, dtype, with_state);
   const double eps = 1e-6;
   const std::vector<torch::Tensor> leaves{in.phi_q, in.phi_k, in.v, in.sum, in.normaliser};
-  const fused::LinearAttentionResult fused =
-      fused::linear_attention(in.phi_q, in.phi_k, in.v, in.sum, in.normaliser, eps);
-  const LinearAttentionOutput reference =
-      linear_attention(in.phi_q, in.phi_k, in.v, {in.sum, in.normaliser}, eps);
+  const ops::LinearAttentionResult fused =
+      ops::linear_attention(in.phi_q, in.phi_k, in.v, in.sum, in.normaliser, eps);
+  const ops::LinearAttentionResult reference =
+      ops::linear_attention_reference(in.phi_q, in.phi_k, in.v, in.sum, in.normaliser, eps);
   const Tolerance tolerance = tolerance_for(dtype);
   check_close(fused.outputs, reference.outputs, tolerance, "outputs");
-  check_close(fused.sum, reference.state.sum, tolerance, "final sum");
-  check_close(fused.normaliser, reference.state.normaliser, tolerance, "final normaliser");
+  check_close(fused.sum, reference.sum, tolerance, "final sum");
+  check_close(fused.normaliser, reference.normaliser, tolerance, "final normaliser");
   const auto fused_grads =
       gradients(weighted_sum({fused.outputs, fused.sum, fused.normaliser}), leaves);
-  const auto reference_grads = gradients(
-      weighted_sum({reference.outputs, reference.state.sum, reference.state.normaliser}), leaves);
+  const auto reference_grads =
+      gradients(weighted_sum({reference.outputs, reference.sum, reference.normaliser}), leaves);
   const char* names[] = {"grad phi_q", "grad phi_k", "grad v", "grad sum", "grad normaliser"};
   for (size_t n = 0; n < fused_grads.size(); ++n)
     check_close(fused_grads[n], reference_grads[n], tolerance, names[n]);
@@ -167,6 +169,39 @@ TEST_CASE("fused delta rule matches the reference in outputs, final state and al
       for (const bool with_state : {false, true}) compare_delta_rule(s, dtype, decay, with_state);
 }
 
+TEST_CASE("fused additive update (retnet) matches the reference in outputs, state and gradients") {
+  const torch::ScalarType dtype = GENERATE(torch::kDouble, torch::kFloat);
+  for (const Shape& s : kShapes)
+    for (const bool decay : {false, true})
+      for (const bool with_state : {false, true})
+        compare_delta_rule(s, dtype, decay, with_state, ops::StateUpdate::additive);
+}
+
+TEST_CASE("the additive update with a fixed decay is retention's parallel form") {
+  // o_t = Σ_{s≤t} γ^(t−s) β_s (q_t·k_s) v_s (Sun et al. 2023, eq. 5 with β folded into v).
+  const Shape s = kShapes[1];
+  const DeltaInputs in = delta_inputs(s, torch::kDouble, false, false);
+  const torch::Tensor gamma = torch::tensor({0.9, 0.5, 0.99}, torch::kDouble);
+  REQUIRE(gamma.size(0) == s.heads);
+  const torch::Tensor alpha =
+      gamma.view({1, s.heads, 1}).expand({s.batch, s.heads, s.length}).contiguous();
+  for (const bool fused : {true, false}) {
+    INFO("fused " << fused);
+    const auto additive = ops::StateUpdate::additive;
+    const ops::DeltaRuleResult out =
+        fused ? ops::delta_rule(in.q, in.k, in.v, in.beta, alpha, {}, additive)
+              : ops::delta_rule_reference(in.q, in.k, in.v, in.beta, alpha, {}, additive);
+    const torch::Tensor t = torch::arange(s.length, torch::kDouble);
+    const torch::Tensor gap = t.unsqueeze(1) - t.unsqueeze(0);  // t − s
+    const torch::Tensor weights =
+        torch::where(gap >= 0, torch::pow(gamma.view({s.heads, 1, 1}), gap.clamp_min(0)),
+                     torch::zeros({1}, torch::kDouble));
+    const torch::Tensor scores = torch::matmul(in.q, in.k.transpose(-1, -2)) * weights;
+    const torch::Tensor expected = torch::matmul(scores, in.beta.unsqueeze(-1) * in.v);
+    CHECK(torch::allclose(out.outputs, expected, 1e-10, 1e-12));
+  }
+}
+
 TEST_CASE("fused linear attention matches the reference in outputs, state and all gradients") {
   const torch::ScalarType dtype = GENERATE(torch::kDouble, torch::kFloat);
   // Longer than the reference's blocks of 64 as well.
@@ -174,19 +209,42 @@ TEST_CASE("fused linear attention matches the reference in outputs, state and al
     for (const bool with_state : {false, true}) compare_linear_attention(s, dtype, with_state);
 }
 
+TEST_CASE("the matrix-state ops run their reference on tensors the kernels do not take") {
+  // bfloat16 on the CPU has no kernel (ops::kernels_take): the op's one fallback is its
+  // reference, the same bits as calling the reference.
+  const Shape s = kShapes[1];
+  const DeltaInputs d = delta_inputs(s, torch::kFloat, true, true);
+  const auto bf16 = [](const torch::Tensor& x) { return x.to(torch::kBFloat16); };
+  const ops::DeltaRuleResult delta =
+      ops::delta_rule(bf16(d.q), bf16(d.k), bf16(d.v), bf16(d.beta), bf16(d.alpha), bf16(d.state));
+  const ops::DeltaRuleResult delta_reference = ops::delta_rule_reference(
+      bf16(d.q), bf16(d.k), bf16(d.v), bf16(d.beta), bf16(d.alpha), bf16(d.state));
+  CHECK(delta.outputs.scalar_type() == torch::kBFloat16);
+  CHECK(torch::equal(delta.outputs, delta_reference.outputs));
+  CHECK(torch::equal(delta.state, delta_reference.state));
+  const LinearInputs l = linear_inputs(s, torch::kFloat, true);
+  const ops::LinearAttentionResult linear = ops::linear_attention(
+      bf16(l.phi_q), bf16(l.phi_k), bf16(l.v), bf16(l.sum), bf16(l.normaliser), 1e-6);
+  const ops::LinearAttentionResult linear_reference = ops::linear_attention_reference(
+      bf16(l.phi_q), bf16(l.phi_k), bf16(l.v), bf16(l.sum), bf16(l.normaliser), 1e-6);
+  CHECK(torch::equal(linear.outputs, linear_reference.outputs));
+  CHECK(torch::equal(linear.sum, linear_reference.sum));
+  CHECK(torch::equal(linear.normaliser, linear_reference.normaliser));
+}
+
 TEST_CASE("fused matrix-state ops give the same bits with one thread and with two") {
   const Shape s{4, 4, 64, 8, 8};
   const auto run = [&](int threads) {
     at::set_num_threads(threads);
     const DeltaInputs d = delta_inputs(s, torch::kFloat, true, true);
-    const fused::DeltaRuleResult delta = fused::delta_rule(d.q, d.k, d.v, d.beta, d.alpha, d.state);
+    const ops::DeltaRuleResult delta = ops::delta_rule(d.q, d.k, d.v, d.beta, d.alpha, d.state);
     std::vector<torch::Tensor> results{delta.outputs, delta.state};
     for (const torch::Tensor& g : gradients(weighted_sum({delta.outputs, delta.state}),
                                             {d.q, d.k, d.v, d.beta, d.alpha, d.state}))
       results.push_back(g);
     const LinearInputs l = linear_inputs(s, torch::kFloat, true);
-    const fused::LinearAttentionResult linear =
-        fused::linear_attention(l.phi_q, l.phi_k, l.v, l.sum, l.normaliser, 1e-6);
+    const ops::LinearAttentionResult linear =
+        ops::linear_attention(l.phi_q, l.phi_k, l.v, l.sum, l.normaliser, 1e-6);
     results.push_back(linear.outputs);
     for (const torch::Tensor& g :
          gradients(weighted_sum({linear.outputs, linear.sum, linear.normaliser}),
@@ -313,9 +371,9 @@ TEST_CASE("a no-grad fused forward keeps one state per head, not one per token")
   torch::manual_seed(8);
   const auto options = torch::TensorOptions().dtype(torch::kFloat);
   const torch::Tensor q =
-      fused::l2_normalize_reference(torch::randn({s.batch, s.heads, s.length, 16}, options));
+      ops::l2_normalize_reference(torch::randn({s.batch, s.heads, s.length, 16}, options));
   const torch::Tensor k =
-      fused::l2_normalize_reference(torch::randn({s.batch, s.heads, s.length, 16}, options));
+      ops::l2_normalize_reference(torch::randn({s.batch, s.heads, s.length, 16}, options));
   const torch::Tensor v = torch::randn({s.batch, s.heads, s.length, 16}, options);
   const torch::Tensor beta = torch::rand({s.batch, s.heads, s.length}, options);
   const int64_t outputs_bytes = v.numel() * 4;
@@ -329,9 +387,9 @@ TEST_CASE("a no-grad fused forward keeps one state per head, not one per token")
   REQUIRE(seen >= per_token_states_bytes * 9 / 10);
   torch::Tensor delta_outputs, linear_outputs;
   const int64_t delta =
-      peak_growth([&] { delta_outputs = fused::delta_rule(q, k, v, beta, beta, {}).outputs; });
+      peak_growth([&] { delta_outputs = ops::delta_rule(q, k, v, beta, beta, {}).outputs; });
   const int64_t linear = peak_growth(
-      [&] { linear_outputs = fused::linear_attention(q.abs(), k.abs(), v, {}, {}, 1e-6).outputs; });
+      [&] { linear_outputs = ops::linear_attention(q.abs(), k.abs(), v, {}, {}, 1e-6).outputs; });
   INFO("peak growth: delta rule " << delta << " B, linear attention " << linear << " B, outputs "
                                   << outputs_bytes << " B");
   // The outputs, two feature maps (linear attention), and slack for the allocator.

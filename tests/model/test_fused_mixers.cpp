@@ -1,5 +1,5 @@
 // impl = "fused" against impl = "reference" for the diagonal mixers (qlstm, mingru, lru, mamba)
-// and the LSTM (kernels/lstm.h against libtorch's LSTM):
+// and the LSTM (kernels/lstm/lstm.h against libtorch's LSTM):
 // outputs, final states and every gradient (input, initial state, parameters), in float64 to
 // 1e-9 and float32 to 1e-4. Also: the fused ops give bit-identical results at any thread count,
 // and the fused Mamba scan without gradients never allocates [batch, length, d_inner, d_state].
@@ -9,10 +9,10 @@
 #include <c10/core/CPUAllocator.h>
 
 #include "model_harness.h"
-#include "runtime/model/fused/complex_scan.h"
-#include "runtime/model/fused/gated_scan.h"
-#include "runtime/model/fused/lstm.h"
-#include "runtime/model/fused/selective_scan.h"
+#include "runtime/ops/complex_scan/complex_scan.h"
+#include "runtime/ops/gated_scan/gated_scan.h"
+#include "runtime/ops/lstm/lstm.h"
+#include "runtime/ops/selective_scan/selective_scan.h"
 #include "runtime/model/mixer.h"
 
 using namespace memscript;
@@ -210,14 +210,14 @@ std::vector<torch::Tensor> fused_ops_with_threads(int threads) {
       torch::randn({B, L, 2 * C}),    torch::randn({B, C}),    torch::randn({B, L, 4 * N}),
       torch::randn({4 * N, N}) * 0.3, torch::randn({B, N}),    torch::randn({B, N})};
   for (torch::Tensor& t : leaves) t.requires_grad_(true);
-  const fused::GatedScanResult q = fused::qlstm_cell(leaves[0], leaves[1], leaves[2], true);
-  const fused::GatedScanResult g = fused::mingru_cell(leaves[15], leaves[16], false);
-  const fused::ComplexScanResult c =
-      fused::complex_scan(leaves[3], leaves[4], leaves[5], leaves[6], leaves[7], leaves[8]);
-  const fused::SelectiveScanResult s = fused::selective_scan(
+  const ops::GatedScanResult q = ops::qlstm_cell(leaves[0], leaves[1], leaves[2], true);
+  const ops::GatedScanResult g = ops::mingru_cell(leaves[15], leaves[16], false);
+  const ops::ComplexScanResult c =
+      ops::complex_scan(leaves[3], leaves[4], leaves[5], leaves[6], leaves[7], leaves[8]);
+  const ops::SelectiveScanResult s = ops::selective_scan(
       leaves[9], leaves[10], leaves[11], leaves[12], leaves[13], leaves[14], true);
-  const fused::LstmResult l =
-      fused::lstm_recurrence(leaves[17], leaves[18], leaves[19], leaves[20]);
+  const ops::LstmResult l =
+      ops::lstm_recurrence(leaves[17], leaves[18], leaves[19], leaves[20]);
   std::vector<torch::Tensor> outputs = {q.outputs, q.last,    g.outputs, g.last, c.h_re,
                                         c.h_im,    c.last_re, c.last_im, s.y,    s.h_last,
                                         l.outputs, l.h_last,  l.c_last};

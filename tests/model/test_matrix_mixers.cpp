@@ -8,6 +8,8 @@
 #include "runtime/model/mixers/deltanet.h"
 #include "runtime/model/mixers/gated_deltanet.h"
 #include "runtime/model/mixers/linear_attention.h"
+#include "runtime/ops/delta_rule/delta_rule.h"
+#include "runtime/ops/linear_attention/linear_attention.h"
 #include "runtime/tasks/parity.h"
 
 using namespace memscript;
@@ -121,8 +123,8 @@ TEST_CASE("the delta rule follows a three-step recurrence written out by hand") 
       if (t == 1) REQUIRE(torch::allclose(s, matrix({1, 4, 1.5, -2}, 2, 2)));
       expected.push_back(s.mv(q[t]));
     }
-    const DeltaRuleOutput out =
-        delta_rule(one_head(q), one_head(k), one_head(v), beta.reshape({1, 1, 3}), {}, {});
+    const ops::DeltaRuleResult out = ops::delta_rule_reference(
+        one_head(q), one_head(k), one_head(v), beta.reshape({1, 1, 3}), {}, {});
     CHECK(torch::allclose(out.outputs[0][0], torch::stack(expected), 0, 1e-12));
     CHECK(torch::allclose(out.state[0][0], s, 0, 1e-12));
   }
@@ -137,9 +139,9 @@ TEST_CASE("the delta rule follows a three-step recurrence written out by hand") 
       s = alpha[t] * s.mm(eye - beta[t] * kt.mm(kt.t())) + beta[t] * vt.mm(kt.t());
       expected.push_back(s.mv(q[t]));
     }
-    const DeltaRuleOutput out =
-        delta_rule(one_head(q), one_head(k), one_head(v), beta.reshape({1, 1, 3}),
-                   alpha.reshape({1, 1, 3}), initial.reshape({1, 1, 2, 2}));
+    const ops::DeltaRuleResult out =
+        ops::delta_rule_reference(one_head(q), one_head(k), one_head(v), beta.reshape({1, 1, 3}),
+                                  alpha.reshape({1, 1, 3}), initial.reshape({1, 1, 2, 2}));
     CHECK(torch::allclose(out.outputs[0][0], torch::stack(expected), 0, 1e-12));
     CHECK(torch::allclose(out.state[0][0], s, 0, 1e-12));
   }
@@ -151,8 +153,9 @@ TEST_CASE("the delta rule with decay 1 is the delta rule without decay") {
   const torch::Tensor k = torch::randn({2, 3, 9, 4}, kDouble);
   const torch::Tensor v = torch::randn({2, 3, 9, 5}, kDouble);
   const torch::Tensor beta = torch::rand({2, 3, 9}, kDouble);
-  const DeltaRuleOutput plain = delta_rule(q, k, v, beta, {}, {});
-  const DeltaRuleOutput gated = delta_rule(q, k, v, beta, torch::ones_like(beta), {});
+  const ops::DeltaRuleResult plain = ops::delta_rule_reference(q, k, v, beta, {}, {});
+  const ops::DeltaRuleResult gated =
+      ops::delta_rule_reference(q, k, v, beta, torch::ones_like(beta), {});
   CHECK(torch::allclose(plain.outputs, gated.outputs, 0, 1e-12));
   CHECK(torch::allclose(plain.state, gated.state, 0, 1e-12));
 }
@@ -162,7 +165,7 @@ TEST_CASE("a delta-rule step with beta above 1 flips the state's sign along the 
   const torch::Tensor k = vec({0.6, 0.8}).reshape({1, 1, 2});
   const torch::Tensor s = (k.unsqueeze(-1) * k.unsqueeze(-2));
   const torch::Tensor v = torch::zeros({1, 1, 2}, kDouble);
-  const torch::Tensor next = delta_rule_step(s, k, v, vec({1.5}).reshape({1, 1}));
+  const torch::Tensor next = ops::delta_rule_step(s, k, v, vec({1.5}).reshape({1, 1}));
   CHECK(torch::allclose(next, -0.5 * s, 0, 1e-12));
 }
 
@@ -219,8 +222,8 @@ TEST_CASE("linear attention normalises by z_t phi(q_t) + eps as its formula says
     const torch::Tensor phi_q = matrix({1, 0, 0.5, 0.5, 0, 2}, 3, 2);
     const torch::Tensor phi_k = matrix({1, 0, 0, 1, 1, 1}, 3, 2);
     const torch::Tensor v = matrix({2, 4, -1, 3, 0, 6}, 3, 2);
-    const LinearAttentionOutput out =
-        linear_attention(one_head(phi_q), one_head(phi_k), one_head(v), {}, eps);
+    const ops::LinearAttentionResult out =
+        ops::linear_attention_reference(one_head(phi_q), one_head(phi_k), one_head(v), {}, {}, eps);
     // t = 1: S = [[2, 4], [0, 0]], z = (1, 0): o = (2, 4) / (1 + eps).
     CHECK(torch::allclose(out.outputs[0][0][0], vec({2, 4}) / (1 + eps), 0, 1e-12));
     // t = 2: φq = (.5, .5) weighs both keys equally: the mean of v_1 and v_2.
@@ -228,8 +231,8 @@ TEST_CASE("linear attention normalises by z_t phi(q_t) + eps as its formula says
     const torch::Tensor expected = explicit_linear_attention(
         phi_q, phi_k, v, torch::zeros({2, 2}, kDouble), torch::zeros({2}, kDouble), eps);
     CHECK(torch::allclose(out.outputs[0][0], expected, 0, 1e-12));
-    CHECK(torch::allclose(out.state.sum[0][0], phi_k.t().mm(v), 0, 1e-12));
-    CHECK(torch::allclose(out.state.normaliser[0][0], phi_k.sum(0), 0, 1e-12));
+    CHECK(torch::allclose(out.sum[0][0], phi_k.t().mm(v), 0, 1e-12));
+    CHECK(torch::allclose(out.normaliser[0][0], phi_k.sum(0), 0, 1e-12));
   }
   SECTION("a sequence longer than a block, from a given state") {
     torch::manual_seed(7);
@@ -238,9 +241,9 @@ TEST_CASE("linear attention normalises by z_t phi(q_t) + eps as its formula says
     const torch::Tensor v = torch::randn({150, 4}, kDouble);
     const torch::Tensor s = torch::rand({3, 4}, kDouble);
     const torch::Tensor z = torch::rand({3}, kDouble);
-    const LinearAttentionOutput out =
-        linear_attention(one_head(phi_q), one_head(phi_k), one_head(v),
-                         {s.reshape({1, 1, 3, 4}), z.reshape({1, 1, 3})}, eps);
+    const ops::LinearAttentionResult out =
+        ops::linear_attention_reference(one_head(phi_q), one_head(phi_k), one_head(v),
+                                        s.reshape({1, 1, 3, 4}), z.reshape({1, 1, 3}), eps);
     CHECK(torch::allclose(out.outputs[0][0], explicit_linear_attention(phi_q, phi_k, v, s, z, eps),
                           0, 1e-10));
   }
@@ -250,13 +253,13 @@ TEST_CASE("linear attention's feature maps are elu + 1 and relu") {
   const torch::Tensor x = vec({-2, -0.5, 0, 1.5});
   Options elu_options("test");
   auto elu = make<LinearAttentionMixerImpl>("linear_attention", elu_options);
-  const torch::Tensor phi = fused::activation_reference(x, elu->feature_map());
+  const torch::Tensor phi = ops::activation_reference(x, elu->feature_map());
   CHECK(torch::allclose(phi, torch::elu(x) + 1, 0, 1e-12));
   CHECK(phi.min().item<double>() > 0);
   Options relu_options("test");
   relu_options.set("feature_map", {std::string("relu")});
   auto relu = make<LinearAttentionMixerImpl>("linear_attention", relu_options);
-  CHECK(torch::allclose(fused::activation_reference(x, relu->feature_map()), vec({0, 0, 0, 1.5}), 0,
+  CHECK(torch::allclose(ops::activation_reference(x, relu->feature_map()), vec({0, 0, 0, 1.5}), 0,
                         1e-12));
 }
 

@@ -19,8 +19,8 @@
 // Options:
 //   head_dim              width of each head (default d_model / heads; heads from the decoder)
 //   negative_eigenvalues  β = 2σ(·) in (0, 2) instead of σ(·) in (0, 1) (default false)
-//   impl                  "fused" (default): the kernels of kernels/delta_rule.h; "reference":
-//                         delta_rule() below, token by token in libtorch ops
+//   impl                  "fused" (default): ops::delta_rule, the kernels of kernels/delta_rule/;
+//                         "reference": ops::delta_rule_reference, token by token in libtorch ops
 //   qk_norm               L2-normalise q and k (default true). Turning it off leaves ‖k‖ free,
 //                         so the eigenvalue 1 − β‖k‖² is no longer bounded by 1 in magnitude and
 //                         S can grow without limit, most quickly with negative_eigenvalues.
@@ -30,26 +30,6 @@
 #include "runtime/model/mixers/heads.h"
 
 namespace memscript {
-
-// One step of the delta rule with an optional decay α (gated_deltanet; undefined means 1):
-//   S_t = α_t S_{t-1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ
-// state [batch, heads, dv, dk]; k [batch, heads, dk]; v [batch, heads, dv]; beta, alpha
-// [batch, heads]. Returns S_t.
-torch::Tensor delta_rule_step(const torch::Tensor& state, const torch::Tensor& k,
-                              const torch::Tensor& v, const torch::Tensor& beta,
-                              const torch::Tensor& alpha = {});
-
-struct DeltaRuleOutput {
-  torch::Tensor outputs;  // o_t = S_t q_t: [batch, heads, length, dv]
-  torch::Tensor state;    // S after the last token: [batch, heads, dv, dk]
-};
-
-// delta_rule_step over a sequence, token by token. q, k [batch, heads, length, dk]; v
-// [batch, heads, length, dv]; beta, alpha [batch, heads, length] (alpha may be undefined);
-// state [batch, heads, dv, dk], or undefined to start from zero.
-DeltaRuleOutput delta_rule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                           const torch::Tensor& beta, const torch::Tensor& alpha,
-                           const torch::Tensor& state);
 
 class DeltaNetMixerImpl : public MixerImpl {
  public:

@@ -1,7 +1,7 @@
 #include "runtime/model/mixers/gated_deltanet.h"
 
 #include <cmath>
-#include "runtime/model/fused/linear.h"
+#include "runtime/ops/linear/linear.h"
 
 namespace memscript {
 
@@ -27,8 +27,7 @@ GatedDeltaNetMixerImpl::GatedDeltaNetMixerImpl(const MixerContext& context, Opti
 }
 
 torch::Tensor GatedDeltaNetMixerImpl::decay(const torch::Tensor& x) {
-  const torch::Tensor step =
-      fused::linear(x, alpha_->weight, dt_bias_, fused::Activation::softplus);
+  const torch::Tensor step = ops::linear(x, alpha_->weight, dt_bias_, ops::Activation::softplus);
   return torch::exp(-torch::exp(a_log_) * step).transpose(1, 2);
 }
 

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "runtime/model/fused/causal_attention.h"
-#include "runtime/model/fused/linear.h"
 #include "runtime/model/mixers/heads.h"
+#include "runtime/ops/causal_attention/causal_attention.h"
+#include "runtime/ops/linear/linear.h"
 
 namespace memscript {
 
@@ -76,7 +76,7 @@ MixerOutput GptMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
   const int64_t length = x.size(1);
   if (positions_ == "learned") check_length(state.position, length);
   const std::vector<torch::Tensor> qkv =
-      fused::linear(qkv_, add_positions(x, state.position)).chunk(3, -1);
+      ops::linear(qkv_, add_positions(x, state.position)).chunk(3, -1);
   torch::Tensor q = split_heads(qkv[0], heads_);
   torch::Tensor k = split_heads(qkv[1], heads_);
   torch::Tensor v = split_heads(qkv[2], heads_);
@@ -89,14 +89,14 @@ MixerOutput GptMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
     v = torch::cat({state.tensors.at(1), v}, 2);
   }
   const torch::Tensor merged = merge_heads(attend(q, k, v));
-  return {fused::linear(output_, merged), {{k, v}, state.position + length}};
+  return {ops::linear(output_, merged), {{k, v}, state.position + length}};
 }
 
 torch::Tensor GptMixerImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                    const torch::Tensor& v) const {
   if (!impl_.fused) return causal_attention_reference(q, k, v);
-  return fused::attention_prefers_kernel(q) ? fused::causal_attention(q, k, v)
-                                            : causal_attention(q, k, v);
+  return ops::attention_prefers_kernel(q) ? ops::causal_attention(q, k, v)
+                                          : causal_attention(q, k, v);
 }
 
 nlohmann::json GptMixerImpl::config() const {

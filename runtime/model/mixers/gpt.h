@@ -1,7 +1,7 @@
 #pragma once
 
-#include "runtime/model/fused/impl.h"
 #include "runtime/model/mixer.h"
+#include "runtime/ops/common/impl.h"
 
 namespace memscript {
 
@@ -26,7 +26,8 @@ namespace memscript {
 //               The table starts at normal(0, 1/sqrt(2)), the sinusoidal table's scale, since
 //               it is added to a unit-scale LayerNorm output rather than to an embedding.
 //   rope_base   the rotary frequency base (default 10000)
-//   impl        "fused" (default): on the CPU with head_dim <= 8 kernels/causal_attention.h,
+//   impl        "fused" (default): on the CPU with head_dim <= 8
+//   kernels/causal_attention/causal_attention.h,
 //               otherwise libtorch's scaled_dot_product_attention (faster at larger heads);
 //               "reference": softmax(q kᵀ / sqrt(d) + M) v from composed ops, the oracle
 //

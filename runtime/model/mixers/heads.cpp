@@ -1,6 +1,6 @@
 #include "runtime/model/mixers/heads.h"
-#include "runtime/model/fused/l2_normalize.h"
-#include "runtime/model/fused/linear.h"
+#include "runtime/ops/l2_normalize/l2_normalize.h"
+#include "runtime/ops/linear/linear.h"
 
 namespace memscript {
 
@@ -44,21 +44,21 @@ namespace {
 
 // One of q, k: [batch, heads, length, head_dim], normalized per head and mapped by φ.
 torch::Tensor project_query_or_key(const torch::nn::Linear& projection, const torch::Tensor& x,
-                                   int64_t heads, bool qk_norm, fused::Activation feature_map) {
-  if (!qk_norm) return split_heads(fused::linear(projection, x, feature_map), heads);
+                                   int64_t heads, bool qk_norm, ops::Activation feature_map) {
+  if (!qk_norm) return split_heads(ops::linear(projection, x, feature_map), heads);
   // Normalized on the [batch, length, heads, head_dim] view, whose rows are contiguous.
   const torch::Tensor unit =
-      fused::l2_normalize(fused::linear(projection, x).unflatten(-1, {heads, -1}));
-  return fused::activation(unit, feature_map).transpose(1, 2);
+      ops::l2_normalize(ops::linear(projection, x).unflatten(-1, {heads, -1}));
+  return ops::activation(unit, feature_map).transpose(1, 2);
 }
 
 }  // namespace
 
 HeadInputs project_heads(QkvProjections& projections, const torch::Tensor& x, int64_t heads,
-                         bool qk_norm, fused::Activation feature_map) {
+                         bool qk_norm, ops::Activation feature_map) {
   return {project_query_or_key(projections.query, x, heads, qk_norm, feature_map),
           project_query_or_key(projections.key, x, heads, qk_norm, feature_map),
-          split_heads(fused::linear(projections.value, x), heads)};
+          split_heads(ops::linear(projections.value, x), heads)};
 }
 
 }  // namespace memscript

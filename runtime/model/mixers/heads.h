@@ -4,8 +4,8 @@
 // heads and how wide, the projections into and out of the heads, and the [batch, heads, length,
 // width] layout their recurrences run in.
 
-#include "runtime/model/fused/linear.h"
 #include "runtime/model/mixer.h"
+#include "runtime/ops/linear/linear.h"
 
 namespace memscript {
 
@@ -46,7 +46,7 @@ struct HeadInputs {
 // Projects x [batch, length, d_model] into heads: q and k of unit length along each head when
 // `qk_norm`, then through `feature_map` (linear attention's φ).
 HeadInputs project_heads(QkvProjections& projections, const torch::Tensor& x, int64_t heads,
-                         bool qk_norm, fused::Activation feature_map = fused::Activation::none);
+                         bool qk_norm, ops::Activation feature_map = ops::Activation::none);
 
 // [batch, length, heads * width] -> [batch, heads, length, width].
 torch::Tensor split_heads(const torch::Tensor& x, int64_t heads);

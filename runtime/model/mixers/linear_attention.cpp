@@ -1,17 +1,12 @@
 #include "runtime/model/mixers/linear_attention.h"
 
-#include "runtime/model/fused/impl.h"
-#include "runtime/model/fused/launch.h"
-#include "runtime/model/fused/linear.h"
-#include "runtime/model/fused/linear_attention_op.h"
+#include "runtime/ops/common/impl.h"
+#include "runtime/ops/linear/linear.h"
+#include "runtime/ops/linear_attention/linear_attention.h"
 
 namespace memscript {
 
 namespace {
-
-// Tokens per block of linear_attention(): big enough that the block's matrix products beat a
-// per-token loop, small enough that its [block x block] scores stay cheap.
-constexpr int64_t kBlock = 64;
 
 double read_eps(Options& options) {
   const double eps = options.number("eps", 1e-6, 0.0);
@@ -19,49 +14,7 @@ double read_eps(Options& options) {
   return eps;
 }
 
-LinearAttentionState initial_state(const torch::Tensor& v, int64_t dk) {
-  const int64_t batch = v.size(0), heads = v.size(1), dv = v.size(3);
-  return {torch::zeros({batch, heads, dk, dv}, v.options()),
-          torch::zeros({batch, heads, dk}, v.options())};
-}
-
-// One block: what the carried state contributes, plus the causal sum within the block.
-LinearAttentionOutput attend_block(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                   const torch::Tensor& v, const LinearAttentionState& state,
-                                   double eps) {
-  const torch::Tensor scores = torch::matmul(phi_q, phi_k.transpose(-1, -2)).tril();
-  const torch::Tensor numerator = torch::matmul(phi_q, state.sum) + torch::matmul(scores, v);
-  const torch::Tensor denominator =
-      torch::matmul(phi_q, state.normaliser.unsqueeze(-1)) + scores.sum(-1, true) + eps;
-  return {numerator / denominator,
-          {state.sum + torch::matmul(phi_k.transpose(-1, -2), v), state.normaliser + phi_k.sum(2)}};
-}
-
-LinearAttentionOutput fused_linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                             const torch::Tensor& v,
-                                             const LinearAttentionState& state, double eps) {
-  fused::LinearAttentionResult out =
-      fused::linear_attention(phi_q, phi_k, v, state.sum, state.normaliser, eps);
-  return {out.outputs, {out.sum, out.normaliser}};
-}
-
 }  // namespace
-
-LinearAttentionOutput linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                       const torch::Tensor& v, const LinearAttentionState& state,
-                                       double eps) {
-  LinearAttentionState carried = state.sum.defined() ? state : initial_state(v, phi_k.size(3));
-  std::vector<torch::Tensor> outputs;
-  for (int64_t start = 0; start < v.size(2); start += kBlock) {
-    const int64_t length = std::min(kBlock, v.size(2) - start);
-    LinearAttentionOutput block =
-        attend_block(phi_q.narrow(2, start, length), phi_k.narrow(2, start, length),
-                     v.narrow(2, start, length), carried, eps);
-    outputs.push_back(block.outputs);
-    carried = block.state;
-  }
-  return {torch::cat(outputs, 2), carried};
-}
 
 LinearAttentionMixerImpl::LinearAttentionMixerImpl(const MixerContext& context, Options& options)
     : shape_(read_head_shape(context, options)),
@@ -74,19 +27,19 @@ LinearAttentionMixerImpl::LinearAttentionMixerImpl(const MixerContext& context, 
   output_ = register_output_projection(*this, shape_, context);
 }
 
-fused::Activation LinearAttentionMixerImpl::feature_map() const {
-  return feature_map_ == "relu" ? fused::Activation::relu : fused::Activation::elu_plus_one;
+ops::Activation LinearAttentionMixerImpl::feature_map() const {
+  return feature_map_ == "relu" ? ops::Activation::relu : ops::Activation::elu_plus_one;
 }
 
 MixerOutput LinearAttentionMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
   const auto [phi_q, phi_k, v] = project_heads(qkv_, x, shape_.heads, qk_norm_, feature_map());
-  LinearAttentionState carried;
-  if (!state.empty()) carried = {state.tensors.at(0), state.tensors.at(1)};
-  const LinearAttentionOutput out = fused_ && fused::kernels_take(phi_q)
-                                        ? fused_linear_attention(phi_q, phi_k, v, carried, eps_)
-                                        : linear_attention(phi_q, phi_k, v, carried, eps_);
-  return {fused::linear(output_, merge_heads(out.outputs)),
-          {{out.state.sum, out.state.normaliser}, state.position + x.size(1)}};
+  const torch::Tensor sum = state.empty() ? torch::Tensor() : state.tensors.at(0);
+  const torch::Tensor normaliser = state.empty() ? torch::Tensor() : state.tensors.at(1);
+  const ops::LinearAttentionResult out =
+      fused_ ? ops::linear_attention(phi_q, phi_k, v, sum, normaliser, eps_)
+             : ops::linear_attention_reference(phi_q, phi_k, v, sum, normaliser, eps_);
+  return {ops::linear(output_, merge_heads(out.outputs)),
+          {{out.sum, out.normaliser}, state.position + x.size(1)}};
 }
 
 nlohmann::json LinearAttentionMixerImpl::config() const {

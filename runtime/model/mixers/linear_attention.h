@@ -15,8 +15,8 @@
 //                normaliser z_tᵀφ(q_t) is never negative. An identity map is not offered: its
 //                normaliser can vanish or change sign.
 //   qk_norm      L2-normalise q and k per head before φ (default false)
-//   impl         "fused" (default): the kernels of kernels/linear_attention.h; "reference":
-//                linear_attention() below in libtorch ops
+//   impl         "fused" (default): ops::linear_attention, the kernels of
+//                kernels/linear_attention/; "reference": ops::linear_attention_reference
 //   eps          added to the normaliser, > 0 (default 1e-6); it is what keeps relu, whose
 //                φ can be all zero, from dividing by zero
 //
@@ -26,24 +26,6 @@
 
 namespace memscript {
 
-struct LinearAttentionState {
-  torch::Tensor sum;         // S: [batch, heads, dk, dv]
-  torch::Tensor normaliser;  // z: [batch, heads, dk]
-};
-
-struct LinearAttentionOutput {
-  torch::Tensor outputs;  // [batch, heads, length, dv]
-  LinearAttentionState state;
-};
-
-// The recurrence above on features already mapped: phi_q, phi_k [batch, heads, length, dk],
-// v [batch, heads, length, dv]. Computed block by block (quadratic inside a block, the state
-// carried between blocks), which equals the step-by-step recurrence without its per-token loop
-// and without the memory of a full length x length score matrix.
-LinearAttentionOutput linear_attention(const torch::Tensor& phi_q, const torch::Tensor& phi_k,
-                                       const torch::Tensor& v, const LinearAttentionState& state,
-                                       double eps);
-
 class LinearAttentionMixerImpl : public MixerImpl {
  public:
   LinearAttentionMixerImpl(const MixerContext& context, Options& options);
@@ -51,7 +33,7 @@ class LinearAttentionMixerImpl : public MixerImpl {
   MixerOutput forward(const torch::Tensor& x, const MixerState& state) override;
   nlohmann::json config() const override;
 
-  fused::Activation feature_map() const;  // φ, folded into the q and k projections
+  ops::Activation feature_map() const;  // φ, folded into the q and k projections
 
  private:
   HeadShape shape_;

@@ -2,9 +2,9 @@
 
 #include <numbers>
 
-#include "runtime/model/fused/complex_scan.h"
-#include "runtime/model/fused/launch.h"
-#include "runtime/model/fused/linear.h"
+#include "runtime/ops/common/launch.h"
+#include "runtime/ops/complex_scan/complex_scan.h"
+#include "runtime/ops/linear/linear.h"
 
 namespace memscript {
 
@@ -97,8 +97,8 @@ MixerOutput LruMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
   // γ ⊙ (B x) as (γ B) x: the scale goes onto the [d_state, d_model] weight, not onto every
   // token's projection (two products and their backward over [batch, length, d_state]).
   const torch::Tensor gamma = input_scale().unsqueeze(1);
-  const torch::Tensor in_re = fused::linear(x, gamma * b_re_->weight, torch::Tensor());
-  const torch::Tensor in_im = fused::linear(x, gamma * b_im_->weight, torch::Tensor());
+  const torch::Tensor in_re = ops::linear(x, gamma * b_re_->weight, torch::Tensor());
+  const torch::Tensor in_im = ops::linear(x, gamma * b_im_->weight, torch::Tensor());
   torch::Tensor re, im;
   if (state.empty()) {
     re = torch::zeros({x.size(0), d_state_}, x.options());
@@ -108,15 +108,15 @@ MixerOutput LruMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
     im = state.tensors.at(1);
   }
   std::array<torch::Tensor, 4> scan;
-  if (impl_.fused && fused::kernels_take(re)) {
-    fused::ComplexScanResult r = fused::complex_scan(lambda_re, lambda_im, in_re, in_im, re, im);
+  if (impl_.fused && ops::kernels_take(re)) {
+    ops::ComplexScanResult r = ops::complex_scan(lambda_re, lambda_im, in_re, in_im, re, im);
     scan = {r.h_re, r.h_im, r.last_re, r.last_im};
   } else {
     scan = reference_scan(lambda_re, lambda_im, in_re, in_im, re, im);
   }
   // Re(C x) = C_re·re − C_im·im.
-  const torch::Tensor y = fused::linear(c_re_, scan[0]) - fused::linear(c_im_, scan[1]) + d_ * x;
-  return {fused::linear(output_, y), {{scan[2], scan[3]}, state.position + x.size(1)}};
+  const torch::Tensor y = ops::linear(c_re_, scan[0]) - ops::linear(c_im_, scan[1]) + d_ * x;
+  return {ops::linear(output_, y), {{scan[2], scan[3]}, state.position + x.size(1)}};
 }
 
 std::array<torch::Tensor, 4> LruMixerImpl::reference_scan(

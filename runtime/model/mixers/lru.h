@@ -1,7 +1,7 @@
 #pragma once
 
-#include "runtime/model/fused/impl.h"
 #include "runtime/model/mixer.h"
+#include "runtime/ops/common/impl.h"
 
 namespace memscript {
 
@@ -32,7 +32,8 @@ namespace memscript {
 //     parity of length 8 after 400 steps with or without it). It is here so that the
 //     comparison across mixers is one option away.
 //     In floating point a can round to −1 at large ν (float32: ν ≳ 2.9); γ is then ~0.
-//   impl (default "fused"): "fused" runs kernels/complex_scan.h, "reference" a step loop of
+//   impl (default "fused"): "fused" runs kernels/complex_scan/complex_scan.h, "reference" a step
+//   loop of
 //     libtorch ops.
 // State: {re, im}, each [batch, d_state].
 class LruMixerImpl : public MixerImpl {

@@ -1,7 +1,7 @@
 #include "runtime/model/mixers/lstm.h"
-#include "runtime/model/fused/launch.h"
-#include "runtime/model/fused/linear.h"
-#include "runtime/model/fused/lstm.h"
+#include "runtime/ops/common/launch.h"
+#include "runtime/ops/linear/linear.h"
+#include "runtime/ops/lstm/lstm.h"
 
 namespace memscript {
 
@@ -47,24 +47,24 @@ LstmMixerImpl::LstmMixerImpl(const MixerContext& context, Options& options)
 }
 
 MixerOutput LstmMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  return impl_.fused && fused::kernels_take(x) ? fused_forward(x, state)
-                                               : reference_forward(x, state);
+  return impl_.fused && ops::kernels_take(x) ? fused_forward(x, state)
+                                             : reference_forward(x, state);
 }
 
 // The input projection of every token in one product (both biases in it), then the
-// recurrence through kernels/lstm.h. The state keeps libtorch's [1, batch, hidden] layout, so
+// recurrence through kernels/lstm/lstm.h. The state keeps libtorch's [1, batch, hidden] layout, so
 // chunks may switch between the implementations.
 MixerOutput LstmMixerImpl::fused_forward(const torch::Tensor& x, const MixerState& state) {
   // all_weights(): weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0.
   const std::vector<torch::Tensor> weights = lstm_->all_weights();
-  const torch::Tensor pre = fused::linear(x, weights[0], weights[2] + weights[3]);
+  const torch::Tensor pre = ops::linear(x, weights[0], weights[2] + weights[3]);
   torch::Tensor h0, c0;
   if (!state.empty()) {
     h0 = state.tensors.at(0).squeeze(0);
     c0 = state.tensors.at(1).squeeze(0);
   }
-  const fused::LstmResult r = fused::lstm_recurrence(pre, weights[1], h0, c0);
-  return {fused::linear(output_, r.outputs),
+  const ops::LstmResult r = ops::lstm_recurrence(pre, weights[1], h0, c0);
+  return {ops::linear(output_, r.outputs),
           {{r.h_last.unsqueeze(0), r.c_last.unsqueeze(0)}, state.position + x.size(1)}};
 }
 
@@ -76,7 +76,7 @@ MixerOutput LstmMixerImpl::reference_forward(const torch::Tensor& x, const Mixer
     return lstm_->forward(x, initial);
   }();
   auto [h, c] = final_state;
-  return {fused::linear(output_, outputs), {{h, c}, state.position + x.size(1)}};
+  return {ops::linear(output_, outputs), {{h, c}, state.position + x.size(1)}};
 }
 
 nlohmann::json LstmMixerImpl::config() const {

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "runtime/model/fused/launch.h"
-#include "runtime/model/fused/linear.h"
-#include "runtime/model/fused/selective_scan.h"
+#include "runtime/ops/common/launch.h"
+#include "runtime/ops/linear/linear.h"
+#include "runtime/ops/selective_scan/selective_scan.h"
 
 namespace memscript {
 
@@ -63,31 +63,31 @@ void MambaMixerImpl::init_dt_projection() {
   dt_proj_->bias.copy_(dt + torch::log(-torch::expm1(-dt)));
 }
 
-fused::CausalConvResult MambaMixerImpl::convolve(const torch::Tensor& x, const MixerState& state) {
+ops::CausalConvResult MambaMixerImpl::convolve(const torch::Tensor& x, const MixerState& state) {
   const torch::Tensor window = state.empty() ? torch::Tensor() : state.tensors.at(0);
-  return fused::causal_conv_silu_or_reference(impl_.fused, x, window, conv_->weight, conv_->bias);
+  return ops::causal_conv_silu_or_reference(impl_.fused, x, window, conv_->weight, conv_->bias);
 }
 
 MixerOutput MambaMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const std::vector<torch::Tensor> xz = fused::linear(in_proj_, x).chunk(2, -1);
+  const std::vector<torch::Tensor> xz = ops::linear(in_proj_, x).chunk(2, -1);
   const auto [u, window] = convolve(xz[0], state);
   const std::vector<torch::Tensor> parts =
-      fused::linear(x_proj_, u).split_with_sizes({dt_rank_, d_state_, d_state_}, -1);
-  const torch::Tensor delta = fused::linear(dt_proj_, parts[0], fused::Activation::softplus);
+      ops::linear(x_proj_, u).split_with_sizes({dt_rank_, d_state_, d_state_}, -1);
+  const torch::Tensor delta = ops::linear(dt_proj_, parts[0], ops::Activation::softplus);
   const torch::Tensor h0 = state.empty()
                                ? torch::zeros({x.size(0), d_inner_, d_state_}, x.options())
                                : state.tensors.at(1);
   const torch::Tensor A = -torch::exp(A_log_);
   ScanOutput scan;
-  if (impl_.fused && fused::kernels_take(u)) {
-    fused::SelectiveScanResult r =
-        fused::selective_scan(u, delta, A, parts[1], parts[2], h0, negative_eigenvalues_);
+  if (impl_.fused && ops::kernels_take(u)) {
+    ops::SelectiveScanResult r =
+        ops::selective_scan(u, delta, A, parts[1], parts[2], h0, negative_eigenvalues_);
     scan = {r.y, r.h_last};
   } else {
     scan = selective_scan(u, delta, A, parts[1], parts[2], h0, negative_eigenvalues_);
   }
-  const torch::Tensor y = (scan.y + u * D_) * fused::activation(xz[1], fused::Activation::silu);
-  return {fused::linear(out_proj_, y), {{window, scan.h}, state.position + x.size(1)}};
+  const torch::Tensor y = (scan.y + u * D_) * ops::activation(xz[1], ops::Activation::silu);
+  return {ops::linear(out_proj_, y), {{window, scan.h}, state.position + x.size(1)}};
 }
 
 nlohmann::json MambaMixerImpl::config() const {

@@ -1,8 +1,8 @@
 #pragma once
 
-#include "runtime/model/fused/causal_conv.h"
-#include "runtime/model/fused/impl.h"
 #include "runtime/model/mixer.h"
+#include "runtime/ops/causal_conv/causal_conv.h"
+#include "runtime/ops/common/impl.h"
 
 namespace memscript {
 
@@ -31,9 +31,10 @@ namespace memscript {
 //
 // Options: expand (2, d_inner = expand · d_model), d_state (16), d_conv (4),
 //          dt_rank (ceil(d_model / 16)), negative_eigenvalues (false), impl ("fused": the
-//          selective scan of kernels/selective_scan.h, which never forms [B, L, d_inner,
-//          d_state], and on the CPU the conv and its SiLU as kernels/causal_conv.h;
-//          "reference": libtorch's Conv1d and selective_scan below).
+//          selective scan of kernels/selective_scan/selective_scan.h, which never forms [B, L,
+//          d_inner, d_state], and on the CPU the conv and its SiLU as
+//          kernels/causal_conv/causal_conv.h; "reference": libtorch's Conv1d and selective_scan
+//          below).
 // State: {window [B, d_inner, d_conv − 1], the conv's last inputs (zeros at the start);
 //         h [B, d_inner, d_state]}.
 class MambaMixerImpl : public MixerImpl {
@@ -46,7 +47,7 @@ class MambaMixerImpl : public MixerImpl {
  private:
   void init_dt_projection();
   // SiLU of the causal conv over [previous window, x]: u [B, L, d_inner] and the new window.
-  fused::CausalConvResult convolve(const torch::Tensor& x, const MixerState& state);
+  ops::CausalConvResult convolve(const torch::Tensor& x, const MixerState& state);
 
   int64_t expand_;
   int64_t d_inner_;

@@ -1,9 +1,9 @@
 #include "runtime/model/mixers/mingru.h"
 
-#include "runtime/model/fused/gated_block.h"
-#include "runtime/model/fused/gated_scan.h"
-#include "runtime/model/fused/launch.h"
-#include "runtime/model/fused/linear.h"
+#include "runtime/ops/common/launch.h"
+#include "runtime/ops/gated_block/gated_block.h"
+#include "runtime/ops/gated_scan/gated_scan.h"
+#include "runtime/ops/linear/linear.h"
 
 namespace memscript {
 
@@ -20,12 +20,12 @@ MinGruMixerImpl::MinGruMixerImpl(const MixerContext& context, Options& options)
 }
 
 MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const torch::Tensor pre = fused::linear(input_, x);
+  const torch::Tensor pre = ops::linear(input_, x);
   const int64_t position = state.position + x.size(1);
-  if (impl_.fused && fused::kernels_take(pre)) {
-    const fused::GatedScanResult cell = fused::mingru_cell(
+  if (impl_.fused && ops::kernels_take(pre)) {
+    const ops::GatedScanResult cell = ops::mingru_cell(
         pre, state.empty() ? torch::Tensor() : state.tensors.at(0), negative_eigenvalues_);
-    return {fused::linear(output_, cell.outputs), {{cell.last}, position}};
+    return {ops::linear(output_, cell.outputs), {{cell.last}, position}};
   }
   const std::vector<torch::Tensor> parts = pre.chunk(2, -1);
   const torch::Tensor z = torch::sigmoid(parts[0]);
@@ -39,15 +39,15 @@ MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& s
     h = carry.select(1, t) * h + input.select(1, t);
     steps.push_back(h);
   }
-  return {fused::linear(output_, torch::stack(steps, 1)), {{h}, position}};
+  return {ops::linear(output_, torch::stack(steps, 1)), {{h}, position}};
 }
 
-MixerOutput MinGruMixerImpl::forward_normed(const torch::Tensor& x, const fused::PreNorm& norm,
+MixerOutput MinGruMixerImpl::forward_normed(const torch::Tensor& x, const ops::PreNorm& norm,
                                             const MixerState& state) {
-  if (impl_.fused && fused::kernels_take(x)) {
-    const fused::GatedProjections projections{input_->weight, input_->bias, torch::Tensor(),
-                                              output_->weight, output_->bias};
-    const std::optional<fused::GatedBlockResult> block = fused::mingru_block(
+  if (impl_.fused && ops::kernels_take(x)) {
+    const ops::GatedProjections projections{input_->weight, input_->bias, torch::Tensor(),
+                                            output_->weight, output_->bias};
+    const std::optional<ops::GatedBlockResult> block = ops::mingru_block(
         x, norm, projections, state.empty() ? torch::Tensor() : state.tensors.at(0),
         negative_eigenvalues_);
     if (block) return {block->y, {{block->last}, state.position + x.size(1)}};

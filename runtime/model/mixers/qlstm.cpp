@@ -1,9 +1,9 @@
 #include "runtime/model/mixers/qlstm.h"
 
-#include "runtime/model/fused/gated_block.h"
-#include "runtime/model/fused/gated_scan.h"
-#include "runtime/model/fused/launch.h"
-#include "runtime/model/fused/linear.h"
+#include "runtime/ops/common/launch.h"
+#include "runtime/ops/gated_block/gated_block.h"
+#include "runtime/ops/gated_scan/gated_scan.h"
+#include "runtime/ops/linear/linear.h"
 
 namespace memscript {
 
@@ -45,13 +45,13 @@ QlstmMixerImpl::QlstmMixerImpl(const MixerContext& context, Options& options)
 }
 
 MixerOutput QlstmMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const torch::Tensor pre = fused::linear(gates_, x);
+  const torch::Tensor pre = ops::linear(gates_, x);
   const int64_t position = state.position + x.size(1);
-  if (impl_.fused && fused::kernels_take(pre)) {
-    const fused::GatedScanResult cell =
-        fused::qlstm_cell(pre, forget_bias_, state.empty() ? torch::Tensor() : state.tensors.at(0),
-                          negative_eigenvalues_);
-    return {fused::linear(output_, cell.outputs), {{cell.last}, position}};
+  if (impl_.fused && ops::kernels_take(pre)) {
+    const ops::GatedScanResult cell =
+        ops::qlstm_cell(pre, forget_bias_, state.empty() ? torch::Tensor() : state.tensors.at(0),
+                        negative_eigenvalues_);
+    return {ops::linear(output_, cell.outputs), {{cell.last}, position}};
   }
   const std::vector<torch::Tensor> gates = pre.chunk(4, -1);
   const torch::Tensor f = qlstm_forget_gate(gates[0] + forget_bias_ + 1, negative_eigenvalues_);
@@ -60,15 +60,15 @@ MixerOutput QlstmMixerImpl::forward(const torch::Tensor& x, const MixerState& st
       state.empty() ? torch::zeros({x.size(0), hidden_}, x.options()) : state.tensors.at(0);
   const torch::Tensor c = diagonal_scan(f, input, c0);
   const torch::Tensor h = torch::sigmoid(gates[3]) * torch::tanh(c);
-  return {fused::linear(output_, h), {{c.select(1, -1)}, position}};
+  return {ops::linear(output_, h), {{c.select(1, -1)}, position}};
 }
 
-MixerOutput QlstmMixerImpl::forward_normed(const torch::Tensor& x, const fused::PreNorm& norm,
+MixerOutput QlstmMixerImpl::forward_normed(const torch::Tensor& x, const ops::PreNorm& norm,
                                            const MixerState& state) {
-  if (impl_.fused && fused::kernels_take(x)) {
-    const fused::GatedProjections projections{gates_->weight, gates_->bias, forget_bias_,
-                                              output_->weight, output_->bias};
-    const std::optional<fused::GatedBlockResult> block = fused::qlstm_block(
+  if (impl_.fused && ops::kernels_take(x)) {
+    const ops::GatedProjections projections{gates_->weight, gates_->bias, forget_bias_,
+                                            output_->weight, output_->bias};
+    const std::optional<ops::GatedBlockResult> block = ops::qlstm_block(
         x, norm, projections, state.empty() ? torch::Tensor() : state.tensors.at(0),
         negative_eigenvalues_);
     if (block) return {block->y, {{block->last}, state.position + x.size(1)}};

@@ -1,6 +1,6 @@
 #include "runtime/model/mixers/short_conv.h"
 
-#include "runtime/model/fused/causal_conv.h"
+#include "runtime/ops/causal_conv/causal_conv.h"
 
 namespace memscript {
 
@@ -21,8 +21,8 @@ MixerOutput ShortConvMixerImpl::forward(const torch::Tensor& x, const MixerState
     inner.tensors.assign(state.tensors.begin() + 1, state.tensors.end());
     inner.position = state.position;
   }
-  const fused::CausalConvResult convolved =
-      fused::causal_conv_silu_or_reference(impl_.fused, x, window, conv_->weight, conv_->bias);
+  const ops::CausalConvResult convolved =
+      ops::causal_conv_silu_or_reference(impl_.fused, x, window, conv_->weight, conv_->bias);
   MixerOutput out = mixer_->forward(convolved.u, inner);
   out.state.tensors.insert(out.state.tensors.begin(), convolved.window_after);
   return out;

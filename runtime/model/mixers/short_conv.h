@@ -1,7 +1,7 @@
 #pragma once
 
-#include "runtime/model/fused/impl.h"
 #include "runtime/model/mixer.h"
+#include "runtime/ops/common/impl.h"
 
 namespace memscript {
 
@@ -15,7 +15,7 @@ namespace memscript {
 // flash-linear-attention convolves q, k and v after their projections (three convolutions);
 // this one convolves the mixer's input, once, before the projections: the same receptive field
 // of K tokens for every projection, a third of the parameters. The convolution runs in Mamba's
-// kernel (kernels/causal_conv.h) and follows the mixer's `impl`.
+// kernel (kernels/causal_conv/causal_conv.h) and follows the mixer's `impl`.
 //
 // State: {window [B, d_model, K − 1], the mixer's state...}.
 class ShortConvMixerImpl : public MixerImpl {

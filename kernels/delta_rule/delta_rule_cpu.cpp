@@ -1,0 +1,317 @@
+#include <algorithm>
+#include <optional>
+#include <type_traits>
+
+#include "kernels/common/lane_prefetch.h"
+#include "kernels/common/row_tile.h"
+#include "kernels/delta_rule/delta_rule.h"
+
+namespace memscript::kernels {
+
+namespace {
+
+// Heads whose state has at most this many numbers step together, one head per vector lane: at
+// the study's sizes (4 x 4) a row of the state is 4 numbers, too few for a vector register, and
+// every sum over a row would be a chain of dependent additions. Each lane evaluates the CUDA
+// bodies' expressions (delta_rule.h) in the same order, so the results are the same bits as one
+// head at a time. Larger states keep the per-row loops of those bodies, which vectorize along
+// the row.
+constexpr int64_t kLanesMaxMatrix = 64;
+
+// A group of heads (common/row_tile.h's LaneGroup) with each lane's batch element and head.
+struct HeadGroup : LaneGroup {
+  int64_t batch[kTileRows];
+  int64_t head_in_batch[kTileRows];
+
+  HeadGroup(const LaneGroup& group, int64_t heads) : LaneGroup(group) {
+    for (int64_t l = 0; l < kTileRows; ++l) {
+      batch[l] = item(l) / heads;
+      head_in_batch[l] = item(l) % heads;
+    }
+  }
+};
+
+template <typename T>
+LaneRows<T> rows_at(const SequenceView<T>& view, const HeadGroup& group, int64_t t) {
+  LaneRows<T> at;
+  for (int64_t l = 0; l < kTileRows; ++l)
+    at.rows[l] = view.at(group.batch[l], group.head_in_batch[l], t);
+  return at;
+}
+
+// Per lane, its head's numbers of a per-head array: base + head · stride.
+template <typename T>
+LaneRows<T> heads_of(T* base, int64_t stride, const HeadGroup& group) {
+  return lane_rows(base, stride, group);
+}
+
+template <typename T>
+void gather(const LaneRows<const T>& at, int64_t width, Lanes<T>* columns) {
+  gather_lane_rows(at.rows, width, columns);
+}
+
+template <typename T>
+void scatter(const Lanes<T>* columns, int64_t width, const HeadGroup& group,
+             const LaneRows<T>& at) {
+  scatter_lane_rows(columns, width, group.count, at.rows);
+}
+
+// One step's inputs of every lane's head, as columns.
+template <typename T>
+struct StepInputs {
+  int64_t dk, dv;
+  Lanes<T>* q;  // [dk]
+  Lanes<T>* k;  // [dk]
+  Lanes<T>* v;  // [dv]
+  Lanes<T> beta, alpha;
+
+  // Reads the step's k, v, β and α (1 without decay); q only when asked.
+  template <typename P>
+  void read(const P& p, const HeadGroup& group, int64_t t, bool with_q) {
+    gather(rows_at(p.k, group, t), dk, k);
+    gather(rows_at(p.v, group, t), dv, v);
+    if (with_q) gather(rows_at(p.q, group, t), dk, q);
+    gather(rows_at(p.beta, group, t), 1, &beta);
+    if (p.alpha) {
+      gather(rows_at(p.alpha, group, t), 1, &alpha);
+    } else {
+      alpha = broadcast<T>(T(1));
+    }
+  }
+};
+
+// The lines of one array's rows of a step, for every lane (lane_prefetch.h).
+template <typename T>
+struct ViewPrefetch {
+  SequenceView<T> view;
+  LanePrefetch lines;
+
+  ViewPrefetch(const SequenceView<T>& view_, const HeadGroup& group, int64_t width) : view(view_) {
+    if (!view) return;
+    const LaneRows<T> at = rows_at(view, group, 0);
+    const void* rows[kTileRows];
+    std::copy(at.rows, at.rows + kTileRows, rows);
+    lines = LanePrefetch(rows, width * int64_t(sizeof(T)), view.time_stride * int64_t(sizeof(T)));
+  }
+  [[gnu::always_inline]] void fetch(const HeadGroup& group, int64_t t) const {
+    if (view) lines.fetch<!std::is_const_v<T>>(view.at(group.batch[0], group.head_in_batch[0], t));
+  }
+};
+
+// How far ahead the forward asks for its inputs: a few steps' work covers a miss to memory.
+constexpr int64_t kPrefetchAhead = 8;
+
+// The inputs both passes read per step.
+template <typename T>
+struct InputPrefetch {
+  ViewPrefetch<const T> q, k, v, beta, alpha;
+
+  template <typename Pass>
+  InputPrefetch(const Pass& p, const HeadGroup& g)
+      : q(p.q, g, p.shape.key_dim),
+        k(p.k, g, p.shape.key_dim),
+        v(p.v, g, p.shape.value_dim),
+        beta(p.beta, g, 1),
+        alpha(p.alpha, g, 1) {}
+  [[gnu::always_inline]] void fetch(const HeadGroup& g, int64_t t) const {
+    q.fetch(g, t), k.fetch(g, t), v.fetch(g, t), beta.fetch(g, t), alpha.fetch(g, t);
+  }
+};
+
+// Every array the forward reads or writes per step.
+template <typename T>
+struct ForwardPrefetch {
+  InputPrefetch<T> inputs;
+  ViewPrefetch<T> outputs;
+
+  ForwardPrefetch(const DeltaRuleForward<T>& p, const HeadGroup& g)
+      : inputs(p, g), outputs(p.outputs, g, p.shape.value_dim) {}
+  [[gnu::always_inline]] void fetch(const HeadGroup& g, int64_t t) const {
+    inputs.fetch(g, t), outputs.fetch(g, t);
+  }
+};
+
+// Every array the backward reads or writes per step.
+template <typename T>
+struct BackwardPrefetch {
+  InputPrefetch<T> inputs;
+  ViewPrefetch<const T> grad_outputs;
+  ViewPrefetch<T> grad_q, grad_k, grad_v, grad_beta, grad_alpha;
+
+  BackwardPrefetch(const DeltaRuleBackward<T>& p, const HeadGroup& g)
+      : inputs(p, g),
+        grad_outputs(p.grad_outputs, g, p.shape.value_dim),
+        grad_q(p.grad_q, g, p.shape.key_dim),
+        grad_k(p.grad_k, g, p.shape.key_dim),
+        grad_v(p.grad_v, g, p.shape.value_dim),
+        grad_beta(p.grad_beta, g, 1),
+        grad_alpha(p.grad_alpha, g, 1) {}
+  [[gnu::always_inline]] void fetch(const HeadGroup& g, int64_t t) const {
+    inputs.fetch(g, t), grad_outputs.fetch(g, t);
+    grad_q.fetch(g, t), grad_k.fetch(g, t), grad_v.fetch(g, t), grad_beta.fetch(g, t);
+    grad_alpha.fetch(g, t);
+  }
+};
+
+// k_j (or q_j) of every lane's head, gathered into columns: the step bodies' N is Lanes<T>.
+template <typename T>
+struct LaneColumns {
+  const Lanes<T>* data;
+  Lanes<T> operator()(int64_t j) const { return data[j]; }
+};
+
+// delta_rule_row_step on every row of every lane's state S ([dv][dk] columns).
+template <bool Erase, typename T>
+void step_state(Lanes<T>* state, const Lanes<T>* k, const Lanes<T>* v, Lanes<T> beta,
+                Lanes<T> alpha, int64_t dk, int64_t dv) {
+  for (int64_t i = 0; i < dv; ++i)
+    delta_rule_row_step<Erase>(state + i * dk, LaneColumns<T>{k}, v[i], beta, alpha, dk);
+}
+
+// delta_rule_forward_row for every row of the group's heads.
+template <bool Erase, typename T, int64_t Dk, int64_t Dv>
+void forward_group(const DeltaRuleForward<T>& p, const HeadGroup& group) {
+  const DeltaRuleShape& s = p.shape;
+  const int64_t dk = dim_of<Dk>(s.key_dim), dv = dim_of<Dv>(s.value_dim);
+  const int64_t matrix = dk * dv;
+  TileScratch<T> columns(matrix + 2 * dk + 2 * dv);
+  Lanes<T>* state = columns.data();
+  StepInputs<T> in{dk, dv, state + matrix, state + matrix + dk, state + matrix + 2 * dk, {}, {}};
+  Lanes<T>* out = in.v + dv;
+  if (p.state_in) gather(heads_of(p.state_in, matrix, group), matrix, state);
+  std::optional<ForwardPrefetch<T>> prefetch;
+  if (s.length >= kPrefetchMinLength) prefetch.emplace(p, group);
+  const int64_t checkpoint_stride = s.checkpoint_count() * matrix;
+  for (int64_t t = 0; t < s.length; ++t) {
+    if (p.checkpoints && t % s.checkpoint_every == 0) {
+      const int64_t at = t / s.checkpoint_every * matrix;
+      scatter(state, matrix, group, heads_of(p.checkpoints + at, checkpoint_stride, group));
+    }
+    if (prefetch && t + kPrefetchAhead < s.length) prefetch->fetch(group, t + kPrefetchAhead);
+    in.read(p, group, t, true);
+    step_state<Erase, T>(state, in.k, in.v, in.beta, in.alpha, dk, dv);
+    for (int64_t i = 0; i < dv; ++i)
+      out[i] = delta_rule_row_output(state + i * dk, LaneColumns<T>{in.q}, dk);
+    scatter(out, dv, group, rows_at(p.outputs, group, t));
+  }
+  scatter(state, matrix, group, heads_of(p.state_out, matrix, group));
+}
+
+// delta_rule_backward_head for every lane's head.
+template <bool Erase, typename T, int64_t Dk, int64_t Dv>
+void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
+  const DeltaRuleShape& s = p.shape;
+  const int64_t dk = dim_of<Dk>(s.key_dim), dv = dim_of<Dv>(s.value_dim);
+  const int64_t matrix = dk * dv, every = s.checkpoint_every;
+  // ds, the states of one segment, the step's inputs, and the step's gradients.
+  TileScratch<T> columns((every + 2) * matrix + 4 * dk + 3 * dv);
+  Lanes<T>* ds = columns.data();
+  Lanes<T>* states = ds + matrix;
+  Lanes<T>* rest = states + (every + 1) * matrix;
+  StepInputs<T> in{dk, dv, rest, rest + dk, rest + 2 * dk, {}, {}};
+  Lanes<T>* grad_output = in.v + dv;
+  Lanes<T>* grad_q = grad_output + dv;
+  Lanes<T>* grad_k = grad_q + dk;
+  Lanes<T>* grad_v = grad_k + dk;
+  if (p.grad_state_out) gather(heads_of(p.grad_state_out, matrix, group), matrix, ds);
+  std::optional<BackwardPrefetch<T>> prefetch;
+  if (s.length >= kPrefetchMinLength) prefetch.emplace(p, group);
+  const int64_t checkpoint_stride = s.checkpoint_count() * matrix;
+  for (int64_t segment = s.checkpoint_count() - 1; segment >= 0; --segment) {
+    const int64_t start = segment * every;
+    const int64_t end = std::min(start + every, s.length);
+    // delta_rule_recompute_segment: states[n + 1] is the state after token start + n.
+    gather(heads_of(p.checkpoints + segment * matrix, checkpoint_stride, group), matrix, states);
+    for (int64_t t = start; t < end; ++t) {
+      Lanes<T>* next = states + (t - start + 1) * matrix;
+      std::copy(next - matrix, next, next);
+      in.read(p, group, t, false);
+      step_state<Erase, T>(next, in.k, in.v, in.beta, in.alpha, dk, dv);
+    }
+    // delta_rule_backward_token, tokens from last to first.
+    for (int64_t t = end - 1; t >= start; --t) {
+      const Lanes<T>* prev = states + (t - start) * matrix;
+      const Lanes<T>* cur = prev + matrix;
+      // Step t − K lies in the segment the backward takes next, whose recompute and walk read it.
+      if (prefetch && t - every >= 0) prefetch->fetch(group, t - every);
+      in.read(p, group, t, true);
+      if (p.grad_outputs) {
+        gather(rows_at(p.grad_outputs, group, t), dv, grad_output);
+      } else {
+        std::fill(grad_output, grad_output + dv, Lanes<T>{});
+      }
+      std::fill(grad_q, grad_q + 2 * dk, Lanes<T>{});
+      Lanes<T> grad_beta{}, grad_alpha{};
+      for (int64_t i = 0; i < dv; ++i) {
+        grad_v[i] = delta_rule_row_backward<Erase>(
+            ds + i * dk, prev + i * dk, cur + i * dk, LaneColumns<T>{in.q}, LaneColumns<T>{in.k},
+            in.v[i], grad_output[i], in.beta, in.alpha, dk, grad_q, grad_k, grad_beta, grad_alpha);
+      }
+      scatter(grad_q, dk, group, rows_at(p.grad_q, group, t));
+      scatter(grad_k, dk, group, rows_at(p.grad_k, group, t));
+      scatter(grad_v, dv, group, rows_at(p.grad_v, group, t));
+      scatter(&grad_beta, 1, group, rows_at(p.grad_beta, group, t));
+      if (p.grad_alpha) scatter(&grad_alpha, 1, group, rows_at(p.grad_alpha, group, t));
+    }
+  }
+  if (p.grad_state_in) scatter(ds, matrix, group, heads_of(p.grad_state_in, matrix, group));
+}
+
+// Calls body(group) for groups of up to kTileRows heads of [begin, end).
+template <typename F>
+void for_head_groups(const DeltaRuleShape& shape, int64_t begin, int64_t end, F&& body) {
+  for_lane_groups(begin, end, [&](const LaneGroup& g) { body(HeadGroup(g, shape.heads)); });
+}
+
+template <typename T>
+void forward_heads(const DeltaRuleForward<T>& p, int64_t begin, int64_t end) {
+  const DeltaRuleShape& s = p.shape;
+  with_update(s, [&]<bool Erase>() {
+    with_fixed_dims(s.key_dim, s.value_dim, [&]<int64_t Dk, int64_t Dv>() {
+      if constexpr (Dk * Dv <= kLanesMaxMatrix) {  // 0: sizes read at run time
+        if (s.matrix_size() <= kLanesMaxMatrix) {
+          for_head_groups(s, begin, end,
+                          [&](const HeadGroup& g) { forward_group<Erase, T, Dk, Dv>(p, g); });
+          return;
+        }
+      }
+      for (int64_t row = begin * s.value_dim; row < end * s.value_dim; ++row)
+        delta_rule_forward_row<Erase, T, Dk>(p, row);
+    });
+  });
+}
+
+template <typename T>
+void backward_heads(const DeltaRuleBackward<T>& p, int64_t begin, int64_t end) {
+  const DeltaRuleShape& s = p.shape;
+  with_update(s, [&]<bool Erase>() {
+    with_fixed_dims(s.key_dim, s.value_dim, [&]<int64_t Dk, int64_t Dv>() {
+      if constexpr (Dk * Dv <= kLanesMaxMatrix) {
+        if (s.matrix_size() <= kLanesMaxMatrix) {
+          for_head_groups(s, begin, end,
+                          [&](const HeadGroup& g) { backward_group<Erase, T, Dk, Dv>(p, g); });
+          return;
+        }
+      }
+      for (int64_t head = begin; head < end; ++head)
+        delta_rule_backward_head<Erase, T, Dk, Dv>(p, head);
+    });
+  });
+}
+
+}  // namespace
+
+void delta_rule_forward_cpu(const DeltaRuleForward<float>& p, int64_t begin, int64_t end) {
+  forward_heads(p, begin, end);
+}
+void delta_rule_forward_cpu(const DeltaRuleForward<double>& p, int64_t begin, int64_t end) {
+  forward_heads(p, begin, end);
+}
+void delta_rule_backward_cpu(const DeltaRuleBackward<float>& p, int64_t begin, int64_t end) {
+  backward_heads(p, begin, end);
+}
+void delta_rule_backward_cpu(const DeltaRuleBackward<double>& p, int64_t begin, int64_t end) {
+  backward_heads(p, begin, end);
+}
+
+}  // namespace memscript::kernels

@@ -1,9 +1,0 @@
-#pragma once
-
-// Marks code that is compiled for both the CPU and, under nvcc, the GPU: each recurrence's
-// step body is written once and shared by the CPU loop and the CUDA kernel.
-#ifdef __CUDACC__
-#define MS_HOST_DEVICE __host__ __device__
-#else
-#define MS_HOST_DEVICE
-#endif

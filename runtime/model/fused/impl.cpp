@@ -1,9 +1,0 @@
-#include "runtime/model/fused/impl.h"
-
-namespace memscript {
-
-Impl read_impl(Options& options) {
-  return {options.string("impl", "fused", {"fused", "reference"}) == "fused"};
-}
-
-}  // namespace memscript

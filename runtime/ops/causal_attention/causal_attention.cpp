@@ -1,0 +1,127 @@
+#include "runtime/ops/causal_attention/causal_attention.h"
+
+#include <cmath>
+
+#include "kernels/causal_attention/causal_attention.h"
+#include "runtime/ops/common/kernel_args.h"
+
+namespace memscript::ops {
+
+namespace {
+
+using kernels::AttentionShape;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+AttentionShape shape_of(const torch::Tensor& q, const torch::Tensor& k) {
+  return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3)};
+}
+
+// The scores' factor 1/√head_dim.
+template <typename T>
+T score_scale(const AttentionShape& shape) {
+  return static_cast<T>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+}
+
+struct Forward {
+  torch::Tensor out;          // [batch, queries, heads, head_dim]
+  torch::Tensor log_sum_exp;  // [batch, heads, queries]; undefined without a backward to come
+};
+
+Forward run_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                    bool keep_log_sum_exp) {
+  const AttentionShape shape = shape_of(q, k);
+  // [batch, queries, heads, head_dim]: merging the heads afterwards is a view.
+  Forward result{
+      torch::empty({shape.batch, shape.queries, shape.heads, shape.head_dim}, q.options()),
+      keep_log_sum_exp ? torch::empty({shape.batch, shape.heads, shape.queries}, q.options())
+                       : torch::Tensor()};
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused causal attention", [&] {
+    const kernels::AttentionForward<scalar_t> args{
+        sequence_view<const scalar_t>(q),
+        sequence_view<const scalar_t>(k),
+        sequence_view<const scalar_t>(v),
+        sequence_view<scalar_t>(result.out.transpose(1, 2)),
+        data_or_null<scalar_t>(result.log_sum_exp),
+        score_scale<scalar_t>(shape),
+        shape};
+    parallel_over(shape.head_count(), shape.queries * shape.keys * shape.head_dim,
+                  [&](int64_t begin, int64_t end) {
+                    kernels::causal_attention_forward_cpu(args, begin, end);
+                  });
+  });
+  return result;
+}
+
+// An empty [batch, heads, positions, head_dim] tensor whose memory is [batch, positions, heads,
+// head_dim], the layout the heads were split from: the gradients then flow back through
+// split_heads' transpose and unflatten as views instead of one copy each.
+torch::Tensor heads_split_layout(const torch::Tensor& like) {
+  return torch::empty({like.size(0), like.size(2), like.size(1), like.size(3)}, like.options())
+      .transpose(1, 2);
+}
+
+class CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v) {
+    const Forward result = run_forward(q, k, v, true);
+    ctx->save_for_backward({q, k, v, result.out, result.log_sum_exp});
+    return {result.out};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &log_sum_exp = saved[4];
+    const torch::Tensor out = saved[3].transpose(1, 2);  // as [batch, heads, queries, head_dim]
+    const torch::Tensor grad_out = width_contiguous(grads[0]).transpose(1, 2);
+    const AttentionShape shape = shape_of(q, k);
+    const torch::Tensor grad_q = heads_split_layout(q);
+    const torch::Tensor grad_k = heads_split_layout(k);
+    const torch::Tensor grad_v = heads_split_layout(v);
+    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused causal attention backward", [&] {
+      const kernels::AttentionBackward<scalar_t> args{sequence_view<const scalar_t>(q),
+                                                      sequence_view<const scalar_t>(k),
+                                                      sequence_view<const scalar_t>(v),
+                                                      sequence_view<const scalar_t>(out),
+                                                      sequence_view<const scalar_t>(grad_out),
+                                                      data_or_null<const scalar_t>(log_sum_exp),
+                                                      sequence_view<scalar_t>(grad_q),
+                                                      sequence_view<scalar_t>(grad_k),
+                                                      sequence_view<scalar_t>(grad_v),
+                                                      score_scale<scalar_t>(shape),
+                                                      shape};
+      parallel_over(shape.head_count(), 3 * shape.queries * shape.keys * shape.head_dim,
+                    [&](int64_t begin, int64_t end) {
+                      kernels::causal_attention_backward_cpu(args, begin, end);
+                    });
+    });
+    return {grad_q, grad_k, grad_v};
+  }
+};
+
+}  // namespace
+
+bool attention_prefers_kernel(const torch::Tensor& q) {
+  return on_cpu_kernels(q) && q.size(-1) <= kMaxPreferredHeadDim;
+}
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v) {
+  TORCH_CHECK(on_cpu_kernels(q) && q.dim() == 4 && k.dim() == 4 && k.sizes() == v.sizes() &&
+                  k.size(2) >= q.size(2) && k.size(0) == q.size(0) && k.size(1) == q.size(1) &&
+                  k.size(3) == q.size(3) && k.scalar_type() == q.scalar_type() &&
+                  v.scalar_type() == q.scalar_type() && k.device() == q.device() &&
+                  v.device() == q.device(),
+              "fused causal attention: CPU float32/float64 q [B, H, Lq, D] and k, v [B, H, Lk, D] "
+              "with Lk >= Lq; got ",
+              q.sizes(), ", ", k.sizes(), ", ", v.sizes(), " ", q.scalar_type(), " on ",
+              q.device());
+  const torch::Tensor qc = width_contiguous(q), kc = width_contiguous(k), vc = width_contiguous(v);
+  const bool needs_grad = torch::GradMode::is_enabled() &&
+                          (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  if (!needs_grad) return run_forward(qc, kc, vc, false).out.transpose(1, 2);
+  return CausalAttentionFunction::apply(qc, kc, vc)[0].transpose(1, 2);
+}
+
+}  // namespace memscript::ops
