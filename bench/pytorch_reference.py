@@ -42,7 +42,7 @@ def linear(d_in, d_out, bias=True):
 
 
 class Lstm(nn.Module):
-    # nn.LSTM is what a user would write (memscript runs kernels/lstm.h; its reference is this op).
+    # nn.LSTM is what a user would write (memscript runs kernels/lstm/lstm.h; its reference is this op).
     def __init__(self, d_model, config):
         super().__init__()
         self.lstm = nn.LSTM(d_model, config["hidden"], batch_first=True)
@@ -225,6 +225,28 @@ class DeltaNet(Heads):
         return self.merge(torch.stack(outputs, dim=2))
 
 
+class RetNet(Heads):
+    """Retention with the fixed decay 1 - 2^(-5-h) of head h, per-head RMS norm, swish gate."""
+
+    def __init__(self, d_model, config):
+        super().__init__(d_model, config)
+        self.gate = linear(d_model, self.heads * self.head_dim, bias=False)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x, False)
+        k = k * self.head_dim**-0.5
+        gamma = 1 - 2.0 ** (-5 - torch.arange(self.heads, dtype=x.dtype, device=x.device))
+        b, h, length, dk = k.shape
+        state = x.new_zeros(b, h, v.shape[-1], dk)
+        outputs = []
+        for t in range(length):
+            state = gamma[:, None, None] * state + v[:, :, t, :, None] * k[:, :, t, None, :]
+            outputs.append((state @ q[:, :, t, :, None])[..., 0])
+        o = torch.stack(outputs, dim=2)
+        o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.output(o.transpose(1, 2).flatten(2) * F.silu(self.gate(x)))
+
+
 class Mamba(nn.Module):
     def __init__(self, d_model, config):
         super().__init__()
@@ -291,6 +313,7 @@ MIXERS = {
     "deltanet": DeltaNet,
     "gated_deltanet": lambda d_model, config: DeltaNet(d_model, config, gated=True),
     "mamba": Mamba,
+    "retnet": RetNet,
 }
 
 

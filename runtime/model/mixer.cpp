@@ -15,6 +15,9 @@
 
 namespace memscript {
 
+// A mixer without a header of its own: nothing but this table uses its class.
+Mixer make_retnet_mixer(const MixerContext& context, Options& options);  // mixers/retnet.cpp
+
 const std::vector<MixerEntry>& mixer_entries() {
   // The seed-mini options are the study's (docs/study.md): every mixer but the LRU and Mamba
   // at head_dim 4 (d_model 4); the attention-like mixers with learned positions in the residual
@@ -82,6 +85,12 @@ const std::vector<MixerEntry>& mixer_entries() {
        .negative_eigenvalues = true,
        .short_conv = false,
        .seed_mini = {{"hidden", option(16)}, {"gate_bias", option(true)}}},
+      {.name = "retnet",
+       .make = make_retnet_mixer,
+       .recurrent = true,
+       .negative_eigenvalues = false,
+       .short_conv = false,
+       .seed_mini = {{"head_dim", option(4)}}},
   };
   return entries;
 }
@@ -103,9 +112,9 @@ std::vector<std::string> mixer_names_where(bool (*wanted)(const MixerEntry&)) {
   return names;
 }
 
-MixerOutput MixerImpl::forward_normed(const torch::Tensor& x, const fused::PreNorm& norm,
+MixerOutput MixerImpl::forward_normed(const torch::Tensor& x, const ops::PreNorm& norm,
                                       const MixerState& state) {
-  return forward(fused::layer_norm(x, norm.weight, norm.bias, norm.eps), state);
+  return forward(ops::layer_norm(x, norm.weight, norm.bias, norm.eps), state);
 }
 
 Mixer make_mixer(const std::string& name, const MixerContext& context, Options& options) {
