@@ -12,10 +12,11 @@
 #include "runtime/model/decoder.h"
 #include "runtime/optim.h"
 #include "runtime/run_folder.h"
+#include "runtime/run_layout.h"
 
 namespace memscript {
 
-constexpr const char* kCheckpointFile = "checkpoint.pt";
+inline constexpr const char* kCheckpointFile = run_layout::kCheckpoint;
 
 void write_checkpoint(const RunFolder& folder, DecoderImpl& model, const Optimizer& optimizer,
                       const nlohmann::json& loop_state);

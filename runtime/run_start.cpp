@@ -1,6 +1,7 @@
 #include "runtime/run_start.h"
 
 #include "runtime/options.h"
+#include "runtime/run_layout.h"
 
 namespace memscript {
 
@@ -14,17 +15,18 @@ const char* const kRunDefiningKeys[] = {"model", "task", "optimizer", "train"};
 void copy_scripts(const RunFolder& folder, const RunOrigin& origin) {
   if (origin.script.empty()) return;
   const fs::path base = origin.script.parent_path();
-  folder.copy_in(origin.script, "script/" + origin.script.filename().string());
+  folder.copy_in(origin.script,
+                 std::string(run_layout::kScripts) + "/" + origin.script.filename().string());
   for (const fs::path& module : origin.modules) {
     // Lexically: a module is found as <script folder>/<name>, and is copied under that name
     // even when it is a symlink to elsewhere.
-    folder.copy_in(module,
-                   "script/" + module.lexically_relative(base.empty() ? "." : base).string());
+    folder.copy_in(module, std::string(run_layout::kScripts) + "/" +
+                               module.lexically_relative(base.empty() ? "." : base).string());
   }
 }
 
 void check_same_run(const RunFolder& folder, const nlohmann::json& now) {
-  const fs::path path = folder.path() / "config.json";
+  const fs::path path = folder.path() / run_layout::kConfig;
   const nlohmann::json stored =
       nlohmann::json::parse(read_regular_file(path).value_or(""), nullptr, false);
   if (!stored.is_object()) throw UserError("--resume: cannot read " + path.string());
@@ -65,7 +67,7 @@ StartedRun start_run(const fs::path& root, const std::string& out, const RunTarg
     RunLock lock = RunLock::try_acquire(folder.path() / kRunLockFile);
     if (!lock.locked())
       throw UserError(folder.path().string() + " is being trained by another process");
-    folder.write("config.json", config.dump(2) + "\n");
+    folder.write(run_layout::kConfig, config.dump(2) + "\n");
     copy_scripts(folder, origin);
     return {std::move(folder), std::move(lock), false};
   }
@@ -80,7 +82,7 @@ StartedRun start_run(const fs::path& root, const std::string& out, const RunTarg
   if (target->resume) {
     check_same_run(folder, config);
   } else {
-    folder.write("config.json", config.dump(2) + "\n");
+    folder.write(run_layout::kConfig, config.dump(2) + "\n");
     copy_scripts(folder, origin);
   }
   return {std::move(folder), std::move(lock), target->resume};

@@ -8,6 +8,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/memory.h"
 #include "runtime/progress.h"
+#include "runtime/run_layout.h"
 #include "runtime/stop_signal.h"
 
 namespace memscript {
@@ -66,10 +67,10 @@ class Trainer {
         folder_(folder),
         hooks_(hooks),
         progress_(hooks.progress, spec.steps),
-        metrics_(folder, "metrics.jsonl"),
-        timing_(folder, "timing.jsonl"),
-        eval_csv_(folder, "eval.csv", kEvalCsvHeader),
-        positions_(folder, "eval_positions.csv", kPositionsHeader) {}
+        metrics_(folder, run_layout::kMetrics),
+        timing_(folder, run_layout::kTiming),
+        eval_csv_(folder, run_layout::kEval, kEvalCsvHeader),
+        positions_(folder, run_layout::kEvalPositions, kPositionsHeader) {}
 
   TrainResult run() {
     check_spec_fits_task(task_, spec_);
@@ -298,7 +299,7 @@ class Trainer {
   }
 
   void write_status(const std::string& status) {
-    if (folder_) folder_->write("status", status + "\n");
+    if (folder_) folder_->write(run_layout::kStatus, status + "\n");
   }
 
   // After an error, the status is written if the disk lets us; the first error is the one

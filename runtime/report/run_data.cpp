@@ -11,6 +11,7 @@
 
 #include "runtime/options.h"
 #include "runtime/run_folder.h"
+#include "runtime/run_layout.h"
 
 namespace memscript::report {
 
@@ -162,19 +163,19 @@ void read_run_files(RunData& run) {
   std::error_code error;
   run.present = fs::is_directory(run.folder, error);
   if (!run.present) return;
-  if (const auto status = read_regular_file(run.folder / "status"))
+  if (const auto status = read_regular_file(run.folder / run_layout::kStatus))
     run.status = first_line(*status);
   Problem problem;
-  run.metrics = read_metrics(run.folder / "metrics.jsonl", problem);
-  if (!problem) run.evals = read_evals(run.folder / "eval.csv", problem);
-  if (!problem) run.positions = read_positions(run.folder / "eval_positions.csv", problem);
+  run.metrics = read_metrics(run.folder / run_layout::kMetrics, problem);
+  if (!problem) run.evals = read_evals(run.folder / run_layout::kEval, problem);
+  if (!problem) run.positions = read_positions(run.folder / run_layout::kEvalPositions, problem);
   if (problem) {
     run.unreadable = problem.what;
     run.metrics.clear();
     run.evals.clear();
     run.positions.clear();
   }
-  const auto config = read_regular_file(run.folder / "config.json");
+  const auto config = read_regular_file(run.folder / run_layout::kConfig);
   const json parsed = config ? json::parse(*config, nullptr, false) : json();
   run.ranges = read_ranges(parsed);
   if (run.labels.empty()) {  // not from a manifest: label it by its mixer, when known
@@ -222,7 +223,8 @@ void read_manifest(SweepData& sweep, const json& manifest) {
 
 bool looks_like_run(const fs::path& folder) {
   std::error_code error;
-  return fs::exists(folder / "status", error) || fs::exists(folder / "config.json", error);
+  return fs::exists(folder / run_layout::kStatus, error) ||
+         fs::exists(folder / run_layout::kConfig, error);
 }
 
 // Run folders that the manifest does not name (runs of an earlier grid, or plain runs).

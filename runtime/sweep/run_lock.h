@@ -7,10 +7,12 @@
 
 #include <filesystem>
 
+#include "runtime/run_layout.h"
+
 namespace memscript {
 
 // The lock file inside a run folder, held while a process trains in it.
-constexpr const char* kRunLockFile = ".lock";
+inline constexpr const char* kRunLockFile = run_layout::kLock;
 
 class RunLock {
  public:
