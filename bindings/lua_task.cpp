@@ -6,6 +6,7 @@
 #include "bindings/session.h"
 #include "bindings/types.h"
 #include "runtime/batch.h"
+#include "runtime/train.h"
 
 namespace memscript::lua {
 
@@ -19,8 +20,12 @@ int task_sample(lua_State* L) {
   const LengthRange lengths = read_length_range(options, "length");
   const int64_t seed =
       options.integer("seed", static_cast<int64_t>(session(L).settings.seed), {.min = 0});
+  // step = n: the batch ms.train{ seed = seed, batch =, length = } trains on at step n.
+  const std::optional<int64_t> step = options.optional_integer("step", {.min = 1});
   options.finish();
-  const HostBatch host = sample_host_batch(*task, batch, lengths, static_cast<uint64_t>(seed));
+  const uint64_t batch_seed =
+      step ? training_batch_seed(static_cast<uint64_t>(seed), *step) : static_cast<uint64_t>(seed);
+  const HostBatch host = sample_host_batch(*task, batch, lengths, batch_seed);
   const TensorBatch tensors = to_tensors(host);
   lua_createtable(L, 0, 4);
   push_object<torch::Tensor>(L, tensors.inputs);

@@ -1,4 +1,4 @@
-// ms.optim.*, ms.train and ms.evaluate.
+// ms.train and ms.evaluate.
 
 #include <unistd.h>
 
@@ -272,16 +272,6 @@ bool is_target(const Session& current, const std::string& name) {
 
 }  // namespace
 
-// ms.optim.<kind>{ ... }, kind in upvalue 1
-int make_optimizer_binding(lua_State* L) {
-  const std::string kind = lua_tostring(L, lua_upvalueindex(1));
-  Options options = read_optional_options(L, 1, "ms.optim." + kind);
-  OptimizerRef spec = make_optimizer_spec(kind, options);
-  options.finish();
-  push_object<OptimizerRef>(L, std::move(spec));
-  return 1;
-}
-
 // ms.train{ model =, task =, optimizer =, steps =, batch =, length =, seed =, eval = {...}, out =,
 //           on_step =, on_eval =, ... }
 int train_binding(lua_State* L) {
@@ -372,11 +362,6 @@ int evaluate_binding(lua_State* L) {
   push_scores_by_length(L, scores);
   push_summary(L, spec, scores, train_length);
   return 2;
-}
-
-void register_optimizer_type(lua_State* L) {
-  static const luaL_Reg methods[] = {{nullptr, nullptr}};
-  register_type<OptimizerRef>(L, methods);
 }
 
 }  // namespace memscript::lua

@@ -145,9 +145,8 @@ class Trainer {
 
   StepRecord train_step(int64_t step) {
     const double lr = optimizer_spec_.lr_at(step, spec_.steps);
-    const uint64_t seed =
-        mix_seed(spec_.seed, 0x54524149 /* "TRAI" */, static_cast<uint64_t>(step));
-    const HostBatch host = sample_host_batch(task_, spec_.batch, spec_.length, seed);
+    const HostBatch host =
+        sample_host_batch(task_, spec_.batch, spec_.length, training_batch_seed(spec_.seed, step));
     const TensorBatch batch = to_tensors(host, model_.device());
     optimizer_.zero_grad();
     const torch::Tensor logits = model_.forward(batch.inputs);
@@ -353,6 +352,10 @@ int64_t TrainSpec::effective_log_every() const {
 
 int64_t TrainSpec::effective_checkpoint_every() const {
   return checkpoint_every > 0 ? checkpoint_every : std::max<int64_t>(1, steps / 10);
+}
+
+uint64_t training_batch_seed(uint64_t seed, int64_t step) {
+  return mix_seed(seed, 0x54524149 /* "TRAI" */, static_cast<uint64_t>(step));
 }
 
 TrainSpec read_train_spec(Options& options, uint64_t default_seed) {

@@ -45,6 +45,10 @@ struct TrainSpec {
 // stop_accuracy, on_step_every and eval = {...}.
 TrainSpec read_train_spec(Options& options, uint64_t default_seed);
 
+// The seed of the batch ms.train{ seed = seed } trains on at `step` (1-based): task:sample{
+// seed =, step = } draws the same batch, so a loop written in the script sees ms.train's data.
+uint64_t training_batch_seed(uint64_t seed, int64_t step);
+
 // Throws UserError when the task cannot make a sequence of some length the spec may draw
 // (every length of the training range, every evaluation length): checked before a run
 // folder exists, so a run that cannot train leaves nothing behind.

@@ -263,6 +263,55 @@ TEST_CASE("m:save writes inside the output folder, ms.model.load brings back the
   CHECK(!fs::exists("/tmp/memscript-escape.pt"));
 }
 
+TEST_CASE("a loop written with opt:step() moves the parameters to ms.train's bits") {
+  REQUIRE_LUA_OK(R"lua(
+    local task = ms.task.parity{}
+    local function model()
+      return ms.model.decoder{ mixer = "deltanet", d_model = 8, heads = 2, layers = 1,
+                               task = task, seed = 3 }
+    end
+    local spec = ms.optim.adamw{ lr = 3e-3, warmup = 3, decay = "cosine", min_lr = 1e-4 }
+    local a = model()
+    ms.train{ model = a, task = task, optimizer = spec, steps = 12, batch = 4, length = 6,
+              seed = 5, clip = 0.05, out = "loop" }
+    local b = model()
+    local opt = spec:bind(b, { steps = 12, clip = 0.05 })
+    local lrs, norms = {}, {}
+    for step = 1, 12 do
+      opt:zero_grad()
+      local loss = b:loss(task:sample{ batch = 4, length = 6, seed = 5, step = step })
+      loss:backward()
+      lrs[step], norms[step] = opt:step()
+    end
+    local pa, pb = a:parameters(), b:parameters()
+    assert(#pa == #pb)
+    for i = 1, #pa do
+      assert(pa[i]:eq(pb[i]):sum():item() == pa[i]:numel(), "parameter " .. i .. " differs")
+    end
+    assert(norms[1] > 0.05, "the clip must have acted: " .. norms[1])
+    local state = opt:state()
+    assert(state.step == 12 and state.steps == 12 and state.next_lr == nil)
+    assert(state.lr == lrs[12] and state.grad_norm == norms[12])
+    assert(lrs[1] < lrs[2] and lrs[2] < lrs[3] and lrs[12] < lrs[4], "warmup, then cosine")
+    local ok, err = pcall(function() opt:step() end)
+    assert(not ok and err:find("all 12 steps of the schedule are taken"), err)
+    local fresh = spec:bind(model(), { steps = 2 })
+    assert(fresh:state().next_lr == spec:bind(model(), { steps = 2 }):state().next_lr)
+    ok, err = pcall(function() fresh:step() end)
+    assert(not ok and err:find("call loss:backward%(%) first"), err)
+  )lua");
+  CHECK_THAT(run_lua("ms.optim.sgd{}:bind(ms.model.decoder{ mixer = 'lstm', d_model = 4, "
+                     "vocab = 2, classes = 2 }, {})")
+                 .error,
+             Contains("bind: option 'steps' is required"));
+  CHECK_THAT(run_lua("ms.optim.sgd{}:bind(ms.model.decoder{ mixer = 'lstm', d_model = 4, "
+                     "vocab = 2, classes = 2 }, { steps = 3, clip = -1 })")
+                 .error,
+             Contains("clip"));
+  CHECK_THAT(run_lua("ms.task.parity{}:sample{ batch = 2, length = 4, step = 0 }").error,
+             Contains("step"));
+}
+
 TEST_CASE("ms.optim offers adam, adamw and sgd with schedules, and checks their options") {
   REQUIRE_LUA_OK(R"lua(
     for _, kind in ipairs{ "adam", "adamw", "sgd" } do assert(ms.optim[kind]{ lr = 0.1 }) end
