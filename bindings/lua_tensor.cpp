@@ -1,5 +1,5 @@
-// Tensors in Lua: enough to look at data and results (:tolist(), :item(), :shape(), :sum(),
-// :eq()) and to build small inputs (ms.tensor{...}). Heavy work stays in C++.
+// Tensors in Lua: looking at data and results (:tolist(), :item(), :shape(), :eq()), building
+// them from tables (ms.tensor{...}), and backward(). The arithmetic is in lua_tensor_ops.cpp.
 
 #include "bindings/sandbox.h"
 #include "bindings/types.h"
@@ -90,12 +90,6 @@ bool broadcastable(const torch::Tensor& a, const torch::Tensor& b) {
   return true;
 }
 
-int tensor_sum(lua_State* L) {
-  const torch::Tensor& tensor = check_object<torch::Tensor>(L, 1);
-  push_object<torch::Tensor>(L, tensor.sum());
-  return 1;
-}
-
 // t:eq(other) compares elementwise with a tensor or a number.
 int tensor_eq(lua_State* L) {
   const torch::Tensor& tensor = check_object<torch::Tensor>(L, 1);
@@ -132,7 +126,9 @@ int tensor_dtype(lua_State* L) {
 int tensor_backward(lua_State* L) {
   const torch::Tensor& tensor = check_object<torch::Tensor>(L, 1);
   if (!tensor.requires_grad() || tensor.numel() != 1) {
-    throw UserError("backward() needs a scalar that depends on parameters (like m:loss(batch))");
+    throw UserError(
+        "backward() needs a scalar that depends on parameters (like m:loss(batch)) or on "
+        "tensors marked :requires_grad()");
   }
   tensor.backward();
   return 0;
@@ -191,15 +187,11 @@ void read_nested(lua_State* L, int index, size_t depth, NestedValues& out) {
   }
 }
 
-const luaL_Reg kTensorMethods[] = {{"tolist", protect<tensor_tolist>},
-                                   {"item", protect<tensor_item>},
-                                   {"shape", protect<tensor_shape>},
-                                   {"sum", protect<tensor_sum>},
-                                   {"eq", protect<tensor_eq>},
-                                   {"numel", protect<tensor_numel>},
-                                   {"dtype", protect<tensor_dtype>},
-                                   {"backward", protect<tensor_backward>},
-                                   {nullptr, nullptr}};
+const luaL_Reg kTensorMethods[] = {
+    {"tolist", protect<tensor_tolist>},     {"item", protect<tensor_item>},
+    {"shape", protect<tensor_shape>},       {"eq", protect<tensor_eq>},
+    {"numel", protect<tensor_numel>},       {"dtype", protect<tensor_dtype>},
+    {"backward", protect<tensor_backward>}, {nullptr, nullptr}};
 
 const luaL_Reg kTensorMeta[] = {{"__tostring", protect<tensor_tostring>}, {nullptr, nullptr}};
 
@@ -247,6 +239,7 @@ int save_safetensors_binding(lua_State* L) {
 
 void register_tensor_type(lua_State* L) {
   register_type<torch::Tensor>(L, kTensorMethods, kTensorMeta);
+  add_tensor_math(L);
 }
 
 }  // namespace memscript::lua

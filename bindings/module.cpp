@@ -143,6 +143,7 @@ int open_core(lua_State* L) {
   set_function(L, "train", protect<train_binding>);
   set_function(L, "evaluate", protect<evaluate_binding>);
   set_function(L, "tensor", protect<tensor_from_table>);
+  push_tensor_constructors(L);
   set_function(L, "save_safetensors", protect<save_safetensors_binding>);
   set_function(L, "param", protect<param>);
   set_function(L, "report", protect<report_binding>);

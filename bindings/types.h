@@ -29,6 +29,9 @@ constexpr const char* kTypeName<StateRef> = "memscript.State";
 
 // Registration of each group of bindings (metatables), called once per state.
 void register_tensor_type(lua_State* L);
+void add_tensor_math(lua_State* L);  // operators and ops on the tensor metatable
+void push_tensor_constructors(
+    lua_State* L);  // ms.zeros, ms.randn, ms.cat, ... into the table on top
 void register_task_type(lua_State* L);
 void register_model_type(lua_State* L);
 void register_optimizer_type(lua_State* L);
