@@ -140,6 +140,8 @@ int open_core(lua_State* L) {
   lua_setfield(L, -2, "model");
   push_optimizer_constructors(L);
   lua_setfield(L, -2, "optim");
+  push_op_functions(L);
+  lua_setfield(L, -2, "ops");
   set_function(L, "train", protect<train_binding>);
   set_function(L, "evaluate", protect<evaluate_binding>);
   set_function(L, "tensor", protect<tensor_from_table>);

@@ -29,9 +29,12 @@ constexpr const char* kTypeName<StateRef> = "memscript.State";
 
 // Registration of each group of bindings (metatables), called once per state.
 void register_tensor_type(lua_State* L);
-void add_tensor_math(lua_State* L);  // operators and ops on the tensor metatable
-void push_tensor_constructors(
-    lua_State* L);  // ms.zeros, ms.randn, ms.cat, ... into the table on top
+// Operators and ops on the tensor metatable (lua_tensor_ops.cpp).
+void add_tensor_math(lua_State* L);
+// ms.zeros, ms.randn, ms.cat, ... into the table on top of the stack.
+void push_tensor_constructors(lua_State* L);
+// A new table of ms.ops.* (lua_ops.cpp).
+void push_op_functions(lua_State* L);
 void register_task_type(lua_State* L);
 void register_model_type(lua_State* L);
 void register_optimizer_type(lua_State* L);

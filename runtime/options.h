@@ -86,6 +86,9 @@ class Options {
 
   template <typename T>
   std::shared_ptr<T> object(const std::string& key, const std::string& what);
+  // An object the bindings store by value (a tensor), checked as object() checks.
+  template <typename T>
+  T object_value(const std::string& key, const std::string& what);
 
   // Throws on every key that no read asked for. Call after the last read.
   void finish() const;
@@ -108,6 +111,16 @@ std::shared_ptr<T> Options::object(const std::string& key, const std::string& wh
   if (!value) fail(key, "is required (" + what + ")");
   if (const auto* boxed = std::get_if<std::any>(&value->value)) {
     if (const auto* object = std::any_cast<std::shared_ptr<T>>(boxed)) return *object;
+  }
+  fail(key, "must be " + what + ", got " + value->show());
+}
+
+template <typename T>
+T Options::object_value(const std::string& key, const std::string& what) {
+  const OptionValue* value = take(key);
+  if (!value) fail(key, "is required (" + what + ")");
+  if (const auto* boxed = std::get_if<std::any>(&value->value)) {
+    if (const auto* object = std::any_cast<T>(boxed)) return *object;
   }
   fail(key, "must be " + what + ", got " + value->show());
 }

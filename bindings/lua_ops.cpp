@@ -1,0 +1,127 @@
+// ms.ops.*: the fused recurrences the built-in mixers run, on Lua tensors, with state in and out
+// and gradients through them — the same kernels on the CPU and CUDA and the same fallback to
+// the op's reference where the kernels do not take the tensors (runtime/ops/<op>/).
+//
+//   local o, S = ms.ops.delta_rule{ q =, k =, v =, beta =, alpha =, state =, update = }
+//   local o, S, z = ms.ops.linear_attention{ q =, k =, v =, sum =, normaliser =, eps = }
+
+#include <lua.hpp>
+
+#include "bindings/convert.h"
+#include "bindings/types.h"
+#include "runtime/ops/delta_rule/delta_rule.h"
+#include "runtime/ops/linear_attention/linear_attention.h"
+
+namespace memscript::lua {
+
+namespace {
+
+std::string shape_text(at::IntArrayRef sizes) {
+  std::string text = "[";
+  for (size_t d = 0; d < sizes.size(); ++d) text += (d ? ", " : "") + std::to_string(sizes[d]);
+  return text + "]";
+}
+
+// The tensor `key` of the op's table, undefined when absent and optional.
+torch::Tensor tensor_field(Options& options, const char* key, bool required) {
+  if (!options.has(key)) {
+    if (required) options.fail(key, "is required");
+    return {};
+  }
+  return options.object_value<torch::Tensor>(key, "a tensor");
+}
+
+// Throws naming `key` unless `t` has `sizes` and q's dtype and device.
+void check_field(Options& options, const char* key, const torch::Tensor& t,
+                 std::vector<int64_t> sizes, const torch::Tensor& q, const std::string& layout) {
+  if (!t.defined()) return;
+  if (t.sizes() != at::IntArrayRef(sizes)) {
+    options.fail(
+        key, "must be " + layout + " = " + shape_text(sizes) + ", got " + shape_text(t.sizes()));
+  }
+  if (t.scalar_type() != q.scalar_type() || t.device() != q.device()) {
+    options.fail(key, "must have q's dtype and device (" +
+                          std::string(c10::toString(q.scalar_type())) + " on " + q.device().str() +
+                          ")");
+  }
+}
+
+void check_q(Options& options, const torch::Tensor& q) {
+  if (q.dim() != 4) {
+    options.fail("q", "must be [batch, heads, length, dk], got " + shape_text(q.sizes()));
+  }
+  if (!q.is_floating_point()) options.fail("q", "must be a floating tensor");
+}
+
+// ms.ops.delta_rule{ q, k, v, beta [, alpha] [, state] [, update = "delta" | "additive"] }
+//   S_t = α_t S_{t-1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ (delta), α_t S_{t-1} + β_t v_t k_tᵀ
+//   (additive); o_t = S_t q_t. Returns o [B, H, L, dv] and S [B, H, dv, dk].
+int delta_rule_op(lua_State* L) {
+  Options options = read_options(L, 1, "ms.ops.delta_rule");
+  const torch::Tensor q = tensor_field(options, "q", true);
+  check_q(options, q);
+  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), dk = q.size(3);
+  const torch::Tensor k = tensor_field(options, "k", true);
+  check_field(options, "k", k, {b, h, l, dk}, q, "q's shape");
+  const torch::Tensor v = tensor_field(options, "v", true);
+  if (v.dim() != 4)
+    options.fail("v", "must be [batch, heads, length, dv], got " + shape_text(v.sizes()));
+  check_field(options, "v", v, {b, h, l, v.size(3)}, q, "[batch, heads, length, dv]");
+  const int64_t dv = v.size(3);
+  const torch::Tensor beta = tensor_field(options, "beta", true);
+  check_field(options, "beta", beta, {b, h, l}, q, "[batch, heads, length]");
+  const torch::Tensor alpha = tensor_field(options, "alpha", false);
+  check_field(options, "alpha", alpha, {b, h, l}, q, "[batch, heads, length]");
+  const torch::Tensor state = tensor_field(options, "state", false);
+  check_field(options, "state", state, {b, h, dv, dk}, q, "[batch, heads, dv, dk]");
+  const std::string update = options.string("update", "delta", {"delta", "additive"});
+  options.finish();
+  const ops::DeltaRuleResult out =
+      ops::delta_rule(q, k, v, beta, alpha, state,
+                      update == "additive" ? ops::StateUpdate::additive : ops::StateUpdate::delta);
+  push_object<torch::Tensor>(L, out.outputs);
+  push_object<torch::Tensor>(L, out.state);
+  return 2;
+}
+
+// ms.ops.linear_attention{ q, k, v [, sum] [, normaliser] [, eps = 1e-6] } on features already
+// mapped (q, k ≥ 0): S_t = S_{t-1} + k_t v_tᵀ, z_t = z_{t-1} + k_t, o_t = S_tᵀ q_t / (z_tᵀ q_t +
+// eps). Returns o [B, H, L, dv], S [B, H, dk, dv] and z [B, H, dk].
+int linear_attention_op(lua_State* L) {
+  Options options = read_options(L, 1, "ms.ops.linear_attention");
+  const torch::Tensor q = tensor_field(options, "q", true);
+  check_q(options, q);
+  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), dk = q.size(3);
+  const torch::Tensor k = tensor_field(options, "k", true);
+  check_field(options, "k", k, {b, h, l, dk}, q, "q's shape");
+  const torch::Tensor v = tensor_field(options, "v", true);
+  if (v.dim() != 4)
+    options.fail("v", "must be [batch, heads, length, dv], got " + shape_text(v.sizes()));
+  check_field(options, "v", v, {b, h, l, v.size(3)}, q, "[batch, heads, length, dv]");
+  const torch::Tensor sum = tensor_field(options, "sum", false);
+  check_field(options, "sum", sum, {b, h, dk, v.size(3)}, q, "[batch, heads, dk, dv]");
+  const torch::Tensor normaliser = tensor_field(options, "normaliser", false);
+  check_field(options, "normaliser", normaliser, {b, h, dk}, q, "[batch, heads, dk]");
+  if (sum.defined() != normaliser.defined())
+    options.fail(sum.defined() ? "normaliser" : "sum", "must come with the other state tensor");
+  const double eps = options.number("eps", 1e-6, 0.0);
+  if (!(eps > 0)) options.fail("eps", "must be > 0, got 0");
+  options.finish();
+  const ops::LinearAttentionResult out = ops::linear_attention(q, k, v, sum, normaliser, eps);
+  push_object<torch::Tensor>(L, out.outputs);
+  push_object<torch::Tensor>(L, out.sum);
+  push_object<torch::Tensor>(L, out.normaliser);
+  return 3;
+}
+
+}  // namespace
+
+void push_op_functions(lua_State* L) {
+  static const luaL_Reg functions[] = {{"delta_rule", protect<delta_rule_op>},
+                                       {"linear_attention", protect<linear_attention_op>},
+                                       {nullptr, nullptr}};
+  lua_newtable(L);
+  luaL_setfuncs(L, functions, 0);
+}
+
+}  // namespace memscript::lua

@@ -1,0 +1,108 @@
+// ms.ops.* (bindings/lua_ops.cpp): the fused recurrences on Lua tensors against the same
+// recurrences written in the script with tensor ops, outputs and gradients in float64.
+
+#include <catch2/catch.hpp>
+
+#include "harness.h"
+
+using Catch::Matchers::Contains;
+using memscript::test::run_lua;
+
+TEST_CASE("ms.ops.delta_rule matches the delta rule written in Lua, outputs and gradients") {
+  REQUIRE_LUA_OK(R"lua(
+    local B, H, L, dk, dv = 2, 2, 7, 3, 4
+    local function input(shape, seed) return ms.randn(shape, { seed = seed, dtype = "float64" }) end
+    local base = {
+      q = input({ B, H, L, dk }, 1), k = input({ B, H, L, dk }, 2), v = input({ B, H, L, dv }, 3),
+      beta = input({ B, H, L }, 4):sigmoid(), alpha = input({ B, H, L }, 5):sigmoid(),
+      state = input({ B, H, dv, dk }, 6),
+    }
+    local w_out, w_state = input({ B, H, L, dv }, 7), input({ B, H, dv, dk }, 8)
+    local function leaves()
+      local t = {}
+      for name, x in pairs(base) do t[name] = x:detach():to("float64"):requires_grad() end
+      return t
+    end
+
+    -- S_t = α S (I − β k kᵀ) + β v kᵀ (additive: α S + β v kᵀ), o_t = S_t q_t, token by token.
+    local function written(x, additive)
+      local S, outputs = x.state, {}
+      for t = 1, L do
+        local k, v = x.k:select(3, t), x.v:select(3, t)
+        S = S * x.alpha:select(3, t):unsqueeze(-1):unsqueeze(-1)
+        local recalled = additive and 0 or S:matmul(k:unsqueeze(-1)):squeeze(-1)
+        local write = (v - recalled) * x.beta:select(3, t):unsqueeze(-1)
+        S = S + write:unsqueeze(-1) * k:unsqueeze(-2)
+        outputs[t] = S:matmul(x.q:select(3, t):unsqueeze(-1)):squeeze(-1):unsqueeze(3)
+      end
+      return ms.cat(outputs, 3), S
+    end
+
+    local function largest_gap(a, b) return (a - b):abs():amax():item() end
+
+    for _, update in ipairs{ "delta", "additive" } do
+      local x, y = leaves(), leaves()
+      local o1, s1 = ms.ops.delta_rule{ q = x.q, k = x.k, v = x.v, beta = x.beta, alpha = x.alpha,
+                                        state = x.state, update = update }
+      local o2, s2 = written(y, update == "additive")
+      assert(largest_gap(o1, o2) < 1e-9, update .. ": outputs")
+      assert(largest_gap(s1, s2) < 1e-9, update .. ": state")
+      local fused_loss = (o1 * w_out):sum() + (s1 * w_state):sum()
+      local written_loss = (o2 * w_out):sum() + (s2 * w_state):sum()
+      fused_loss:backward()
+      written_loss:backward()
+      for _, name in ipairs{ "q", "k", "v", "beta", "alpha", "state" } do
+        assert(largest_gap(x[name]:grad(), y[name]:grad()) < 1e-9, update .. ": grad " .. name)
+      end
+    end
+  )lua");
+}
+
+TEST_CASE("ms.ops.linear_attention matches linear attention written in Lua") {
+  REQUIRE_LUA_OK(R"lua(
+    local B, H, L, dk, dv = 1, 2, 9, 3, 2
+    local function input(shape, seed) return ms.randn(shape, { seed = seed, dtype = "float64" }) end
+    local q = input({ B, H, L, dk }, 1):elu() + 1
+    local k = (input({ B, H, L, dk }, 2):elu() + 1):requires_grad()
+    local v = input({ B, H, L, dv }, 3)
+    local o, S, z = ms.ops.linear_attention{ q = q, k = k, v = v }
+    -- o_t = Σ_{s≤t} (q_t·k_s) v_s / (Σ_{s≤t} q_t·k_s + eps): the causal form.
+    local scores = q:matmul(k:transpose(3, 4)) * ms.causal_mask(L):to("float64")
+    local expected = scores:matmul(v) / (scores:sum(4, true) + 1e-6)
+    assert((o - expected):abs():amax():item() < 1e-12)
+    assert((S - k:transpose(3, 4):matmul(v)):abs():amax():item() < 1e-12)
+    assert((z - k:sum(3)):abs():amax():item() < 1e-12)
+    o:sum():backward()
+    assert(k:grad() ~= nil)
+  )lua");
+}
+
+TEST_CASE("ms.ops name the argument whose shape, dtype or value is wrong") {
+  const std::string setup =
+      "local q = ms.zeros{1, 2, 5, 3}; local v = ms.zeros{1, 2, 5, 4}; "
+      "local beta = ms.zeros{1, 2, 5}; ";
+  CHECK_THAT(run_lua(setup + "ms.ops.delta_rule{ q = q, k = ms.zeros{1, 2, 5, 2}, v = v, "
+                             "beta = beta }")
+                 .error,
+             Contains("ms.ops.delta_rule: option 'k' must be q's shape = [1, 2, 5, 3], got "
+                      "[1, 2, 5, 2]"));
+  CHECK_THAT(
+      run_lua(setup + "ms.ops.delta_rule{ q = q, k = q, v = v, beta = beta:to('float64') }").error,
+      Contains("option 'beta' must have q's dtype and device"));
+  CHECK_THAT(run_lua(setup + "ms.ops.delta_rule{ q = q, k = q, v = v }").error,
+             Contains("option 'beta' is required"));
+  CHECK_THAT(run_lua(setup + "ms.ops.delta_rule{ q = q, k = q, v = v, beta = beta, "
+                             "state = ms.zeros{1, 2, 3, 4} }")
+                 .error,
+             Contains("option 'state' must be [batch, heads, dv, dk] = [1, 2, 4, 3]"));
+  CHECK_THAT(run_lua(setup + "ms.ops.delta_rule{ q = q, k = q, v = v, beta = beta, "
+                             "update = 'erase' }")
+                 .error,
+             Contains("update"));
+  CHECK_THAT(run_lua(setup + "ms.ops.linear_attention{ q = q, k = q, v = v, "
+                             "sum = ms.zeros{1, 2, 3, 4} }")
+                 .error,
+             Contains("option 'normaliser' must come with the other state tensor"));
+  CHECK_THAT(run_lua("ms.ops.delta_rule{ q = ms.zeros{2, 3}, k = 1 }").error,
+             Contains("option 'q' must be [batch, heads, length, dk], got [2, 3]"));
+}
