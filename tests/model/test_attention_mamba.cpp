@@ -6,9 +6,10 @@
 #include <cmath>
 
 #include "model_harness.h"
-#include "runtime/ops/causal_attention/causal_attention.h"
 #include "runtime/model/mixers/gpt.h"
 #include "runtime/model/mixers/mamba.h"
+#include "runtime/ops/causal_attention/causal_attention.h"
+#include "runtime/ops/selective_scan/selective_scan.h"
 
 using namespace memscript;
 using Catch::Matchers::Contains;
@@ -282,10 +283,10 @@ TEST_CASE("gpt and mamba report every resolved option") {
 TEST_CASE("mamba's transition lies in (0, 1), or reaches into (-1, 0) with negative eigenvalues") {
   // ΔA over the range the block produces: Δ > 0 and A < 0, from tiny steps to long ones.
   const torch::Tensor delta_A = -torch::logspace(-6, 1.5, 200, 10, kDouble);
-  const torch::Tensor positive = mamba_transition(delta_A, false);
+  const torch::Tensor positive = ops::mamba_transition(delta_A, false);
   CHECK(positive.gt(0).all().item<bool>());
   CHECK(positive.lt(1).all().item<bool>());
-  const torch::Tensor signed_ = mamba_transition(delta_A, true);
+  const torch::Tensor signed_ = ops::mamba_transition(delta_A, true);
   CHECK(signed_.gt(-1).all().item<bool>());
   CHECK(signed_.lt(1).all().item<bool>());
   CHECK(signed_.min().item<double>() < -0.9);
@@ -303,7 +304,8 @@ TEST_CASE("mamba's selective scan equals the recurrence written out") {
   const torch::Tensor B = torch::randn({batch, length, state}, kDouble);
   const torch::Tensor C = torch::randn({batch, length, state}, kDouble);
   const torch::Tensor h0 = torch::randn({batch, inner, state}, kDouble);
-  const ScanOutput scan = selective_scan(x, delta, A, B, C, h0, negative);
+  const ops::SelectiveScanResult scan =
+      ops::selective_scan_reference(x, delta, A, B, C, h0, negative);
   for (int64_t n = 0; n < batch; ++n) {
     for (int64_t c = 0; c < inner; ++c) {
       std::vector<double> h(static_cast<size_t>(state));
@@ -321,7 +323,7 @@ TEST_CASE("mamba's selective scan equals the recurrence written out") {
         CHECK(scan.y[n][t][c].item<double>() == Approx(y).epsilon(1e-12));
       }
       for (int64_t s = 0; s < state; ++s)
-        CHECK(scan.h[n][c][s].item<double>() == Approx(h[size_t(s)]).epsilon(1e-12));
+        CHECK(scan.h_last[n][c][s].item<double>() == Approx(h[size_t(s)]).epsilon(1e-12));
     }
   }
 }

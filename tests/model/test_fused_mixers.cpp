@@ -282,3 +282,22 @@ TEST_CASE("fused mamba evaluation never allocates [batch, length, d_inner, d_sta
   // The fused scan's largest allocation is a [batch, length, 2·d_inner] projection.
   CHECK(largest_allocation_of_mamba_eval("fused", batch, length, d_state) <= full_states / 8);
 }
+
+TEST_CASE("the selective scan op runs its reference on tensors the kernels do not take") {
+  // bfloat16 on the CPU has no kernel (ops::kernels_take): the op's one fallback is its
+  // reference, the same bits as calling the reference.
+  torch::manual_seed(5);
+  const int64_t B = 2, L = 6, C = 3, N = 4;
+  const auto bf16 = [](const torch::Tensor& x) { return x.to(torch::kBFloat16); };
+  const torch::Tensor u = bf16(torch::randn({B, L, C})), delta = bf16(torch::rand({B, L, C}));
+  const torch::Tensor A = bf16(-torch::rand({C, N}) - 0.1), h0 = bf16(torch::randn({B, C, N}));
+  const torch::Tensor Bm = bf16(torch::randn({B, L, N})), Cm = bf16(torch::randn({B, L, N}));
+  for (const bool negative : {false, true}) {
+    const ops::SelectiveScanResult op = ops::selective_scan(u, delta, A, Bm, Cm, h0, negative);
+    const ops::SelectiveScanResult reference =
+        ops::selective_scan_reference(u, delta, A, Bm, Cm, h0, negative);
+    CHECK(op.y.scalar_type() == torch::kBFloat16);
+    CHECK(torch::equal(op.y, reference.y));
+    CHECK(torch::equal(op.h_last, reference.h_last));
+  }
+}

@@ -78,16 +78,12 @@ MixerOutput MambaMixerImpl::forward(const torch::Tensor& x, const MixerState& st
                                ? torch::zeros({x.size(0), d_inner_, d_state_}, x.options())
                                : state.tensors.at(1);
   const torch::Tensor A = -torch::exp(A_log_);
-  ScanOutput scan;
-  if (impl_.fused && ops::kernels_take(u)) {
-    ops::SelectiveScanResult r =
-        ops::selective_scan(u, delta, A, parts[1], parts[2], h0, negative_eigenvalues_);
-    scan = {r.y, r.h_last};
-  } else {
-    scan = selective_scan(u, delta, A, parts[1], parts[2], h0, negative_eigenvalues_);
-  }
+  const ops::SelectiveScanResult scan =
+      impl_.fused ? ops::selective_scan(u, delta, A, parts[1], parts[2], h0, negative_eigenvalues_)
+                  : ops::selective_scan_reference(u, delta, A, parts[1], parts[2], h0,
+                                                  negative_eigenvalues_);
   const torch::Tensor y = (scan.y + u * D_) * ops::activation(xz[1], ops::Activation::silu);
-  return {ops::linear(out_proj_, y), {{window, scan.h}, state.position + x.size(1)}};
+  return {ops::linear(out_proj_, y), {{window, scan.h_last}, state.position + x.size(1)}};
 }
 
 nlohmann::json MambaMixerImpl::config() const {
@@ -103,29 +99,6 @@ nlohmann::json MambaMixerImpl::config() const {
 
 Mixer make_mamba_mixer(const MixerContext& context, Options& options) {
   return std::make_shared<MambaMixerImpl>(context, options);
-}
-
-torch::Tensor mamba_transition(const torch::Tensor& delta_A, bool negative_eigenvalues) {
-  const torch::Tensor decay = torch::exp(delta_A);
-  return negative_eigenvalues ? 2.0 * decay - 1.0 : decay;
-}
-
-ScanOutput selective_scan(const torch::Tensor& x, const torch::Tensor& delta,
-                          const torch::Tensor& A, const torch::Tensor& B, const torch::Tensor& C,
-                          const torch::Tensor& h0, bool negative_eigenvalues) {
-  // Transitions and inputs for every step at once, [B, L, d_inner, d_state]; only the
-  // recurrence itself has to walk the sequence.
-  const torch::Tensor a = mamba_transition(delta.unsqueeze(-1) * A, negative_eigenvalues);
-  const torch::Tensor b = (delta * x).unsqueeze(-1) * B.unsqueeze(2);
-  torch::Tensor h = h0;
-  std::vector<torch::Tensor> states;
-  states.reserve(static_cast<size_t>(x.size(1)));
-  for (int64_t t = 0; t < x.size(1); ++t) {
-    h = a.select(1, t) * h + b.select(1, t);
-    states.push_back(h);
-  }
-  const torch::Tensor y = (torch::stack(states, 1) * C.unsqueeze(2)).sum(-1);
-  return {y, h};
 }
 
 }  // namespace memscript

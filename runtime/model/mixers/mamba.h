@@ -33,8 +33,8 @@ namespace memscript {
 //          dt_rank (ceil(d_model / 16)), negative_eigenvalues (false), impl ("fused": the
 //          selective scan of kernels/selective_scan/selective_scan.h, which never forms [B, L,
 //          d_inner, d_state], and on the CPU the conv and its SiLU as
-//          kernels/causal_conv/causal_conv.h; "reference": libtorch's Conv1d and selective_scan
-//          below).
+//          kernels/causal_conv/causal_conv.h; "reference": libtorch's Conv1d and
+//          ops::selective_scan_reference below).
 // State: {window [B, d_inner, d_conv − 1], the conv's last inputs (zeros at the start);
 //         h [B, d_inner, d_state]}.
 class MambaMixerImpl : public MixerImpl {
@@ -66,21 +66,5 @@ class MambaMixerImpl : public MixerImpl {
 };
 
 Mixer make_mamba_mixer(const MixerContext& context, Options& options);
-
-// exp(ΔA) in (0, 1), or 2·exp(ΔA) − 1 in (−1, 1) with negative eigenvalues; ΔA <= 0.
-torch::Tensor mamba_transition(const torch::Tensor& delta_A, bool negative_eigenvalues);
-
-struct ScanOutput {
-  torch::Tensor y;  // [B, L, d_inner], without the D skip
-  torch::Tensor h;  // [B, d_inner, d_state] after the last step
-};
-
-// The selective scan, one step at a time:
-//   h_t = transition(Δ_t A) ⊙ h_{t−1} + (Δ_t x_t) B_t,   y_t = h_t C_t
-// x, delta: [B, L, d_inner]; A: [d_inner, d_state]; B, C: [B, L, d_state]; h0: [B, d_inner,
-// d_state].
-ScanOutput selective_scan(const torch::Tensor& x, const torch::Tensor& delta,
-                          const torch::Tensor& A, const torch::Tensor& B, const torch::Tensor& C,
-                          const torch::Tensor& h0, bool negative_eigenvalues);
 
 }  // namespace memscript

@@ -140,6 +140,8 @@ SelectiveScanResult selective_scan(const torch::Tensor& u, const torch::Tensor& 
                                    const torch::Tensor& A, const torch::Tensor& B,
                                    const torch::Tensor& C, const torch::Tensor& h0,
                                    bool negative_eigenvalues) {
+  if (!kernels_take(u))
+    return selective_scan_reference(u, delta, A, B, C, h0, negative_eigenvalues);
   bool wants_grad = false;
   if (torch::GradMode::is_enabled()) {
     for (const torch::Tensor& t : {u, delta, A, B, C, h0}) wants_grad |= t.requires_grad();
