@@ -16,12 +16,6 @@ namespace memscript::lua {
 
 namespace {
 
-std::string shape_text(at::IntArrayRef sizes) {
-  std::string text = "[";
-  for (size_t d = 0; d < sizes.size(); ++d) text += (d ? ", " : "") + std::to_string(sizes[d]);
-  return text + "]";
-}
-
 // The tensor `key` of the op's table, undefined when absent and optional.
 torch::Tensor tensor_field(Options& options, const char* key, bool required) {
   if (!options.has(key)) {
@@ -53,31 +47,46 @@ void check_q(Options& options, const torch::Tensor& q) {
   if (!q.is_floating_point()) options.fail("q", "must be a floating tensor");
 }
 
+// The inputs every matrix-state op takes: q, k [batch, heads, length, dk] and v [.., dv].
+struct QkvArgs {
+  torch::Tensor q, k, v;
+  int64_t batch, heads, length, dk, dv;
+};
+
+QkvArgs read_qkv(Options& options) {
+  QkvArgs in;
+  in.q = tensor_field(options, "q", true);
+  check_q(options, in.q);
+  in.batch = in.q.size(0), in.heads = in.q.size(1), in.length = in.q.size(2);
+  in.dk = in.q.size(3);
+  in.k = tensor_field(options, "k", true);
+  check_field(options, "k", in.k, {in.batch, in.heads, in.length, in.dk}, in.q, "q's shape");
+  in.v = tensor_field(options, "v", true);
+  if (in.v.dim() != 4)
+    options.fail("v", "must be [batch, heads, length, dv], got " + shape_text(in.v.sizes()));
+  in.dv = in.v.size(3);
+  check_field(options, "v", in.v, {in.batch, in.heads, in.length, in.dv}, in.q,
+              "[batch, heads, length, dv]");
+  return in;
+}
+
 // ms.ops.delta_rule{ q, k, v, beta [, alpha] [, state] [, update = "delta" | "additive"] }
 //   S_t = α_t S_{t-1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ (delta), α_t S_{t-1} + β_t v_t k_tᵀ
 //   (additive); o_t = S_t q_t. Returns o [B, H, L, dv] and S [B, H, dv, dk].
 int delta_rule_op(lua_State* L) {
   Options options = read_options(L, 1, "ms.ops.delta_rule");
-  const torch::Tensor q = tensor_field(options, "q", true);
-  check_q(options, q);
-  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), dk = q.size(3);
-  const torch::Tensor k = tensor_field(options, "k", true);
-  check_field(options, "k", k, {b, h, l, dk}, q, "q's shape");
-  const torch::Tensor v = tensor_field(options, "v", true);
-  if (v.dim() != 4)
-    options.fail("v", "must be [batch, heads, length, dv], got " + shape_text(v.sizes()));
-  check_field(options, "v", v, {b, h, l, v.size(3)}, q, "[batch, heads, length, dv]");
-  const int64_t dv = v.size(3);
+  const QkvArgs in = read_qkv(options);
+  const int64_t b = in.batch, h = in.heads, l = in.length;
   const torch::Tensor beta = tensor_field(options, "beta", true);
-  check_field(options, "beta", beta, {b, h, l}, q, "[batch, heads, length]");
+  check_field(options, "beta", beta, {b, h, l}, in.q, "[batch, heads, length]");
   const torch::Tensor alpha = tensor_field(options, "alpha", false);
-  check_field(options, "alpha", alpha, {b, h, l}, q, "[batch, heads, length]");
+  check_field(options, "alpha", alpha, {b, h, l}, in.q, "[batch, heads, length]");
   const torch::Tensor state = tensor_field(options, "state", false);
-  check_field(options, "state", state, {b, h, dv, dk}, q, "[batch, heads, dv, dk]");
+  check_field(options, "state", state, {b, h, in.dv, in.dk}, in.q, "[batch, heads, dv, dk]");
   const std::string update = options.string("update", "delta", {"delta", "additive"});
   options.finish();
   const ops::DeltaRuleResult out =
-      ops::delta_rule(q, k, v, beta, alpha, state,
+      ops::delta_rule(in.q, in.k, in.v, beta, alpha, state,
                       update == "additive" ? ops::StateUpdate::additive : ops::StateUpdate::delta);
   push_object<torch::Tensor>(L, out.outputs);
   push_object<torch::Tensor>(L, out.state);
@@ -89,25 +98,20 @@ int delta_rule_op(lua_State* L) {
 // eps). Returns o [B, H, L, dv], S [B, H, dk, dv] and z [B, H, dk].
 int linear_attention_op(lua_State* L) {
   Options options = read_options(L, 1, "ms.ops.linear_attention");
-  const torch::Tensor q = tensor_field(options, "q", true);
-  check_q(options, q);
-  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), dk = q.size(3);
-  const torch::Tensor k = tensor_field(options, "k", true);
-  check_field(options, "k", k, {b, h, l, dk}, q, "q's shape");
-  const torch::Tensor v = tensor_field(options, "v", true);
-  if (v.dim() != 4)
-    options.fail("v", "must be [batch, heads, length, dv], got " + shape_text(v.sizes()));
-  check_field(options, "v", v, {b, h, l, v.size(3)}, q, "[batch, heads, length, dv]");
+  const QkvArgs in = read_qkv(options);
   const torch::Tensor sum = tensor_field(options, "sum", false);
-  check_field(options, "sum", sum, {b, h, dk, v.size(3)}, q, "[batch, heads, dk, dv]");
+  check_field(options, "sum", sum, {in.batch, in.heads, in.dk, in.dv}, in.q,
+              "[batch, heads, dk, dv]");
   const torch::Tensor normaliser = tensor_field(options, "normaliser", false);
-  check_field(options, "normaliser", normaliser, {b, h, dk}, q, "[batch, heads, dk]");
+  check_field(options, "normaliser", normaliser, {in.batch, in.heads, in.dk}, in.q,
+              "[batch, heads, dk]");
   if (sum.defined() != normaliser.defined())
     options.fail(sum.defined() ? "normaliser" : "sum", "must come with the other state tensor");
   const double eps = options.number("eps", 1e-6, 0.0);
   if (!(eps > 0)) options.fail("eps", "must be > 0, got 0");
   options.finish();
-  const ops::LinearAttentionResult out = ops::linear_attention(q, k, v, sum, normaliser, eps);
+  const ops::LinearAttentionResult out =
+      ops::linear_attention(in.q, in.k, in.v, sum, normaliser, eps);
   push_object<torch::Tensor>(L, out.outputs);
   push_object<torch::Tensor>(L, out.sum);
   push_object<torch::Tensor>(L, out.normaliser);

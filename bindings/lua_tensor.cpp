@@ -73,13 +73,6 @@ int tensor_shape(lua_State* L) {
   return 1;
 }
 
-std::string shape_text(const torch::Tensor& tensor) {
-  std::string text = "[";
-  for (int64_t d = 0; d < tensor.dim(); ++d)
-    text += (d ? ", " : "") + std::to_string(tensor.size(d));
-  return text + "]";
-}
-
 // NumPy's rule: aligned from the last dimension, sizes equal or one of them 1.
 bool broadcastable(const torch::Tensor& a, const torch::Tensor& b) {
   for (int64_t i = 1; i <= std::min(a.dim(), b.dim()); ++i) {
@@ -96,8 +89,8 @@ int tensor_eq(lua_State* L) {
   if (const torch::Tensor* other = test_object<torch::Tensor>(L, 2)) {
     if (!broadcastable(tensor, *other)) {
       argument_error(L, 2,
-                     "a tensor of shape " + shape_text(*other) +
-                         " cannot be compared with one of " + shape_text(tensor) +
+                     "a tensor of shape " + shape_text(other->sizes()) +
+                         " cannot be compared with one of " + shape_text(tensor.sizes()) +
                          " (the shapes must match or broadcast)");
     }
     push_object<torch::Tensor>(L, tensor.eq(*other));

@@ -17,12 +17,6 @@ namespace memscript::lua {
 
 namespace {
 
-std::string shape_text(at::IntArrayRef sizes) {
-  std::string text = "[";
-  for (size_t d = 0; d < sizes.size(); ++d) text += (d ? ", " : "") + std::to_string(sizes[d]);
-  return text + "]";
-}
-
 const torch::Tensor& check_tensor(lua_State* L, int arg) {
   return check_object<torch::Tensor>(L, arg);
 }

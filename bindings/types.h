@@ -3,6 +3,7 @@
 // The runtime objects scripts hold, and the metatable name of each.
 
 #include <memory>
+#include <string>
 
 #include "bindings/objects.h"
 #include "runtime/model/decoder.h"
@@ -26,6 +27,13 @@ template <>
 constexpr const char* kTypeName<torch::Tensor> = "memscript.Tensor";
 template <>
 constexpr const char* kTypeName<StateRef> = "memscript.State";
+
+// "[2, 3]": a shape as the bindings' messages write it.
+inline std::string shape_text(at::IntArrayRef sizes) {
+  std::string text = "[";
+  for (size_t d = 0; d < sizes.size(); ++d) text += (d ? ", " : "") + std::to_string(sizes[d]);
+  return text + "]";
+}
 
 // Registration of each group of bindings (metatables), called once per state.
 void register_tensor_type(lua_State* L);

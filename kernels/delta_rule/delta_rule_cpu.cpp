@@ -39,12 +39,6 @@ LaneRows<T> rows_at(const SequenceView<T>& view, const HeadGroup& group, int64_t
   return at;
 }
 
-// Per lane, its head's numbers of a per-head array: base + head · stride.
-template <typename T>
-LaneRows<T> heads_of(T* base, int64_t stride, const HeadGroup& group) {
-  return lane_rows(base, stride, group);
-}
-
 template <typename T>
 void gather(const LaneRows<const T>& at, int64_t width, Lanes<T>* columns) {
   gather_lane_rows(at.rows, width, columns);
@@ -178,14 +172,14 @@ void forward_group(const DeltaRuleForward<T>& p, const HeadGroup& group) {
   Lanes<T>* state = columns.data();
   StepInputs<T> in{dk, dv, state + matrix, state + matrix + dk, state + matrix + 2 * dk, {}, {}};
   Lanes<T>* out = in.v + dv;
-  if (p.state_in) gather(heads_of(p.state_in, matrix, group), matrix, state);
+  if (p.state_in) gather(lane_rows(p.state_in, matrix, group), matrix, state);
   std::optional<ForwardPrefetch<T>> prefetch;
   if (s.length >= kPrefetchMinLength) prefetch.emplace(p, group);
   const int64_t checkpoint_stride = s.checkpoint_count() * matrix;
   for (int64_t t = 0; t < s.length; ++t) {
     if (p.checkpoints && t % s.checkpoint_every == 0) {
       const int64_t at = t / s.checkpoint_every * matrix;
-      scatter(state, matrix, group, heads_of(p.checkpoints + at, checkpoint_stride, group));
+      scatter(state, matrix, group, lane_rows(p.checkpoints + at, checkpoint_stride, group));
     }
     if (prefetch && t + kPrefetchAhead < s.length) prefetch->fetch(group, t + kPrefetchAhead);
     in.read(p, group, t, true);
@@ -194,7 +188,7 @@ void forward_group(const DeltaRuleForward<T>& p, const HeadGroup& group) {
       out[i] = delta_rule_row_output(state + i * dk, LaneColumns<T>{in.q}, dk);
     scatter(out, dv, group, rows_at(p.outputs, group, t));
   }
-  scatter(state, matrix, group, heads_of(p.state_out, matrix, group));
+  scatter(state, matrix, group, lane_rows(p.state_out, matrix, group));
 }
 
 // delta_rule_backward_head for every lane's head.
@@ -213,7 +207,7 @@ void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
   Lanes<T>* grad_q = grad_output + dv;
   Lanes<T>* grad_k = grad_q + dk;
   Lanes<T>* grad_v = grad_k + dk;
-  if (p.grad_state_out) gather(heads_of(p.grad_state_out, matrix, group), matrix, ds);
+  if (p.grad_state_out) gather(lane_rows(p.grad_state_out, matrix, group), matrix, ds);
   std::optional<BackwardPrefetch<T>> prefetch;
   if (s.length >= kPrefetchMinLength) prefetch.emplace(p, group);
   const int64_t checkpoint_stride = s.checkpoint_count() * matrix;
@@ -221,7 +215,7 @@ void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
     const int64_t start = segment * every;
     const int64_t end = std::min(start + every, s.length);
     // delta_rule_recompute_segment: states[n + 1] is the state after token start + n.
-    gather(heads_of(p.checkpoints + segment * matrix, checkpoint_stride, group), matrix, states);
+    gather(lane_rows(p.checkpoints + segment * matrix, checkpoint_stride, group), matrix, states);
     for (int64_t t = start; t < end; ++t) {
       Lanes<T>* next = states + (t - start + 1) * matrix;
       std::copy(next - matrix, next, next);
@@ -254,7 +248,7 @@ void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
       if (p.grad_alpha) scatter(&grad_alpha, 1, group, rows_at(p.grad_alpha, group, t));
     }
   }
-  if (p.grad_state_in) scatter(ds, matrix, group, heads_of(p.grad_state_in, matrix, group));
+  if (p.grad_state_in) scatter(ds, matrix, group, lane_rows(p.grad_state_in, matrix, group));
 }
 
 // Calls body(group) for groups of up to kTileRows heads of [begin, end).
