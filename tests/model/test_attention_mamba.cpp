@@ -120,9 +120,9 @@ TEST_CASE("causal_attention equals softmax(QKᵀ/sqrt(d) + mask) V, with and wit
   const torch::Tensor v = torch::randn({2, 3, 6, 5}, kDouble);
   const torch::Tensor own_k = k.narrow(2, 2, 4);
   const torch::Tensor own_v = v.narrow(2, 2, 4);
-  CHECK(torch::allclose(causal_attention(q, own_k, own_v), explicit_attention(q, own_k, own_v),
+  CHECK(torch::allclose(ops::causal_attention(q, own_k, own_v), explicit_attention(q, own_k, own_v),
                         1e-12, 1e-12));
-  CHECK(torch::allclose(causal_attention(q, k, v), explicit_attention(q, k, v), 1e-12, 1e-12));
+  CHECK(torch::allclose(ops::causal_attention(q, k, v), explicit_attention(q, k, v), 1e-12, 1e-12));
 }
 
 TEST_CASE("causal_attention_reference equals softmax(QKᵀ/sqrt(d) + mask) V, with a cache") {
@@ -130,8 +130,8 @@ TEST_CASE("causal_attention_reference equals softmax(QKᵀ/sqrt(d) + mask) V, wi
   const torch::Tensor q = torch::randn({2, 3, 4, 5}, kDouble);
   const torch::Tensor k = torch::randn({2, 3, 6, 5}, kDouble);
   const torch::Tensor v = torch::randn({2, 3, 6, 5}, kDouble);
-  CHECK(torch::allclose(causal_attention_reference(q, k, v), explicit_attention(q, k, v), 1e-12,
-                        1e-12));
+  CHECK(torch::allclose(ops::causal_attention_reference(q, k, v), explicit_attention(q, k, v),
+                        1e-12, 1e-12));
 }
 
 namespace {
@@ -142,8 +142,9 @@ std::vector<torch::Tensor> attention_with_grads(const torch::Tensor& q, const to
   std::vector<torch::Tensor> leaves = {q.detach().clone().requires_grad_(),
                                        k.detach().clone().requires_grad_(),
                                        v.detach().clone().requires_grad_()};
-  const torch::Tensor out = use_fused ? ops::causal_attention(leaves[0], leaves[1], leaves[2])
-                                      : causal_attention_reference(leaves[0], leaves[1], leaves[2]);
+  const torch::Tensor out = use_fused
+                                ? ops::causal_attention_kernel(leaves[0], leaves[1], leaves[2])
+                                : ops::causal_attention_reference(leaves[0], leaves[1], leaves[2]);
   torch::manual_seed(97);  // the same weights for both (randn_like would follow out's strides)
   (out * torch::randn(out.sizes(), out.options())).sum().backward();
   return {out.detach(), leaves[0].grad(), leaves[1].grad(), leaves[2].grad()};

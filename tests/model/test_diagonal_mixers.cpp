@@ -11,6 +11,7 @@
 #include "runtime/model/mixers/lru.h"
 #include "runtime/model/mixers/mingru.h"
 #include "runtime/model/mixers/qlstm.h"
+#include "runtime/ops/gated_scan/gated_scan.h"
 
 using namespace memscript;
 using Catch::Matchers::Contains;
@@ -101,15 +102,15 @@ TEST_CASE("config lists every resolved option") {
 
 TEST_CASE("the qlstm forget gate is in (0, 1) by default and reaches (-1, 0) on request") {
   const torch::Tensor preactivation = torch::linspace(-30, 30, 601, torch::kDouble);
-  const torch::Tensor plain = qlstm_forget_gate(preactivation, false);
+  const torch::Tensor plain = ops::qlstm_forget_gate(preactivation, false);
   CHECK(plain.min().item<double>() > 0);
   CHECK(plain.max().item<double>() < 1);
-  const torch::Tensor stretched = qlstm_forget_gate(preactivation, true);
+  const torch::Tensor stretched = ops::qlstm_forget_gate(preactivation, true);
   CHECK(stretched.min().item<double>() > -1);
   CHECK(stretched.min().item<double>() < -0.99);
   CHECK(stretched.max().item<double>() < 1);
   // At the init pre-activation (b_f + 1 = 1) the plain gate remembers more than it forgets.
-  CHECK(qlstm_forget_gate(torch::ones({1}, torch::kDouble), false).item<double>() ==
+  CHECK(ops::qlstm_forget_gate(torch::ones({1}, torch::kDouble), false).item<double>() ==
         Approx(0.7310585786));
 }
 

@@ -9,11 +9,11 @@
 #include <c10/core/CPUAllocator.h>
 
 #include "model_harness.h"
+#include "runtime/model/mixer.h"
 #include "runtime/ops/complex_scan/complex_scan.h"
 #include "runtime/ops/gated_scan/gated_scan.h"
 #include "runtime/ops/lstm/lstm.h"
 #include "runtime/ops/selective_scan/selective_scan.h"
-#include "runtime/model/mixer.h"
 
 using namespace memscript;
 using memscript::test::relative_error;
@@ -214,10 +214,9 @@ std::vector<torch::Tensor> fused_ops_with_threads(int threads) {
   const ops::GatedScanResult g = ops::mingru_cell(leaves[15], leaves[16], false);
   const ops::ComplexScanResult c =
       ops::complex_scan(leaves[3], leaves[4], leaves[5], leaves[6], leaves[7], leaves[8]);
-  const ops::SelectiveScanResult s = ops::selective_scan(
-      leaves[9], leaves[10], leaves[11], leaves[12], leaves[13], leaves[14], true);
-  const ops::LstmResult l =
-      ops::lstm_recurrence(leaves[17], leaves[18], leaves[19], leaves[20]);
+  const ops::SelectiveScanResult s = ops::selective_scan(leaves[9], leaves[10], leaves[11],
+                                                         leaves[12], leaves[13], leaves[14], true);
+  const ops::LstmResult l = ops::lstm_recurrence(leaves[17], leaves[18], leaves[19], leaves[20]);
   std::vector<torch::Tensor> outputs = {q.outputs, q.last,    g.outputs, g.last, c.h_re,
                                         c.h_im,    c.last_re, c.last_im, s.y,    s.h_last,
                                         l.outputs, l.h_last,  l.c_last};
@@ -299,5 +298,66 @@ TEST_CASE("the selective scan op runs its reference on tensors the kernels do no
     CHECK(op.y.scalar_type() == torch::kBFloat16);
     CHECK(torch::equal(op.y, reference.y));
     CHECK(torch::equal(op.h_last, reference.h_last));
+  }
+}
+
+TEST_CASE("the complex scan, gated scan and LSTM ops run their references where kernels do not") {
+  // bfloat16 on the CPU has no kernel: each op's one fallback is its own reference.
+  torch::manual_seed(6);
+  const int64_t B = 2, L = 5, C = 3;
+  const auto bf16 = [](const torch::Tensor& x) { return x.to(torch::kBFloat16); };
+  const auto same = [](const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].scalar_type() != torch::kBFloat16 || !torch::equal(a[i], b[i])) return false;
+    }
+    return true;
+  };
+  const torch::Tensor lre = bf16(torch::rand({C}) * 0.9), lim = bf16(torch::rand({C}) * 0.3);
+  const torch::Tensor bre = bf16(torch::randn({B, L, C})), bim = bf16(torch::randn({B, L, C}));
+  const torch::Tensor hre = bf16(torch::randn({B, C})), him = bf16(torch::randn({B, C}));
+  const ops::ComplexScanResult c = ops::complex_scan(lre, lim, bre, bim, hre, him);
+  const ops::ComplexScanResult cr = ops::complex_scan_reference(lre, lim, bre, bim, hre, him);
+  CHECK(same({c.h_re, c.h_im, c.last_re, c.last_im}, {cr.h_re, cr.h_im, cr.last_re, cr.last_im}));
+
+  const torch::Tensor pre4 = bf16(torch::randn({B, L, 4 * C})), bias = bf16(torch::randn({C}));
+  const torch::Tensor state = bf16(torch::randn({B, C}));
+  const ops::GatedScanResult q = ops::qlstm_cell(pre4, bias, state, true);
+  const ops::GatedScanResult qr = ops::qlstm_cell_reference(pre4, bias, state, true);
+  CHECK(same({q.outputs, q.last}, {qr.outputs, qr.last}));
+  const torch::Tensor pre2 = bf16(torch::randn({B, L, 2 * C}));
+  const ops::GatedScanResult g = ops::mingru_cell(pre2, state, false);
+  const ops::GatedScanResult gr = ops::mingru_cell_reference(pre2, state, false);
+  CHECK(same({g.outputs, g.last}, {gr.outputs, gr.last}));
+
+  const torch::Tensor w_hh = bf16(torch::randn({4 * C, C}) * 0.3), c0 = bf16(torch::randn({B, C}));
+  const ops::LstmResult l = ops::lstm_recurrence(pre4, w_hh, state, c0);
+  const ops::LstmResult lr = ops::lstm_recurrence_reference(pre4, w_hh, state, c0);
+  CHECK(same({l.outputs, l.h_last, l.c_last}, {lr.outputs, lr.h_last, lr.c_last}));
+}
+
+TEST_CASE("the LSTM op matches its step-by-step reference in float64: outputs and gradients") {
+  torch::manual_seed(12);
+  const int64_t B = 3, L = 7, H = 5;
+  const auto run = [&](bool kernel) {
+    torch::manual_seed(12);
+    std::vector<torch::Tensor> leaves = {
+        torch::randn({B, L, 4 * H}, torch::kDouble), torch::randn({4 * H, H}, torch::kDouble) * 0.3,
+        torch::randn({B, H}, torch::kDouble), torch::randn({B, H}, torch::kDouble)};
+    for (torch::Tensor& t : leaves) t.requires_grad_(true);
+    const ops::LstmResult r =
+        kernel ? ops::lstm_recurrence(leaves[0], leaves[1], leaves[2], leaves[3])
+               : ops::lstm_recurrence_reference(leaves[0], leaves[1], leaves[2], leaves[3]);
+    std::vector<torch::Tensor> out = {r.outputs, r.h_last, r.c_last};
+    torch::Tensor loss = torch::zeros({}, torch::kDouble);
+    for (const torch::Tensor& t : out) loss = loss + (t * t.detach().cos()).sum();
+    loss.backward();
+    for (torch::Tensor& t : out) t = t.detach();
+    for (const torch::Tensor& t : leaves) out.push_back(t.grad());
+    return out;
+  };
+  const std::vector<torch::Tensor> kernel = run(true), reference = run(false);
+  for (size_t i = 0; i < kernel.size(); ++i) {
+    INFO("tensor " << i);
+    CHECK(torch::allclose(kernel[i], reference[i], 1e-10, 1e-12));
   }
 }

@@ -94,9 +94,7 @@ MixerOutput GptMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
 
 torch::Tensor GptMixerImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                    const torch::Tensor& v) const {
-  if (!impl_.fused) return causal_attention_reference(q, k, v);
-  return ops::attention_prefers_kernel(q) ? ops::causal_attention(q, k, v)
-                                          : causal_attention(q, k, v);
+  return impl_.fused ? ops::causal_attention(q, k, v) : ops::causal_attention_reference(q, k, v);
 }
 
 nlohmann::json GptMixerImpl::config() const {
@@ -107,29 +105,6 @@ nlohmann::json GptMixerImpl::config() const {
 
 Mixer make_gpt_mixer(const MixerContext& context, Options& options) {
   return std::make_shared<GptMixerImpl>(context, options);
-}
-
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v) {
-  const int64_t length = q.size(2);
-  const int64_t total = k.size(2);
-  // Without a cache the fused kernel's own causal mask applies; with one, the queries sit at
-  // the end, so the diagonal is shifted by the cached length.
-  if (total == length) return torch::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
-  const auto index = torch::TensorOptions().dtype(torch::kLong).device(q.device());
-  const torch::Tensor keys = torch::arange(total, index).unsqueeze(0);
-  const torch::Tensor queries = torch::arange(total - length, total, index).unsqueeze(1);
-  return torch::scaled_dot_product_attention(q, k, v, keys <= queries);
-}
-
-torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
-                                         const torch::Tensor& v) {
-  const int64_t length = q.size(2), total = k.size(2);
-  const auto index = torch::TensorOptions().dtype(torch::kLong).device(q.device());
-  const torch::Tensor keys = torch::arange(total, index).unsqueeze(0);
-  const torch::Tensor queries = torch::arange(total - length, total, index).unsqueeze(1);
-  const torch::Tensor scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(q.size(3));
-  return torch::matmul(torch::softmax(scores.masked_fill(keys > queries, -INFINITY), -1), v);
 }
 
 torch::Tensor sinusoidal_positions(int64_t position, int64_t length, int64_t width,

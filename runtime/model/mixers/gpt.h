@@ -26,10 +26,10 @@ namespace memscript {
 //               The table starts at normal(0, 1/sqrt(2)), the sinusoidal table's scale, since
 //               it is added to a unit-scale LayerNorm output rather than to an embedding.
 //   rope_base   the rotary frequency base (default 10000)
-//   impl        "fused" (default): on the CPU with head_dim <= 8
-//   kernels/causal_attention/causal_attention.h,
-//               otherwise libtorch's scaled_dot_product_attention (faster at larger heads);
-//               "reference": softmax(q kᵀ / sqrt(d) + M) v from composed ops, the oracle
+//   impl        "fused" (default): ops::causal_attention (kernels/causal_attention/ on the CPU
+//               up to head_dim 8, libtorch's scaled_dot_product_attention otherwise);
+//               "reference": ops::causal_attention_reference, softmax(q kᵀ / sqrt(d) + M) v
+//               from composed ops, the oracle
 //
 // State: {k, v}, each [B, H, T, head_dim], the keys and values of the T tokens seen so far
 // (after rope), plus MixerState::position = T, where the next chunk's positions start.
@@ -60,15 +60,6 @@ class GptMixerImpl : public MixerImpl {
 };
 
 Mixer make_gpt_mixer(const MixerContext& context, Options& options);
-
-// softmax(q kᵀ / sqrt(head_dim) + M) v for q [B, H, L, d] and k, v [B, H, T, d] with T >= L:
-// the queries are the last L of the T positions, so query i sees keys 0 .. T − L + i.
-// Through libtorch's scaled_dot_product_attention ...
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v);
-// ... and written out: scores, mask, softmax, weighted sum.
-torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
-                                         const torch::Tensor& v);
 
 // The fixed sin/cos table of Vaswani et al. for positions [position, position + length):
 // P[p, 2i] = sin(p / 10000^(2i/width)), P[p, 2i+1] = cos(same); [length, width].

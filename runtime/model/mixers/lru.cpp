@@ -107,33 +107,12 @@ MixerOutput LruMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
     re = state.tensors.at(0);
     im = state.tensors.at(1);
   }
-  std::array<torch::Tensor, 4> scan;
-  if (impl_.fused && ops::kernels_take(re)) {
-    ops::ComplexScanResult r = ops::complex_scan(lambda_re, lambda_im, in_re, in_im, re, im);
-    scan = {r.h_re, r.h_im, r.last_re, r.last_im};
-  } else {
-    scan = reference_scan(lambda_re, lambda_im, in_re, in_im, re, im);
-  }
+  const ops::ComplexScanResult scan =
+      impl_.fused ? ops::complex_scan(lambda_re, lambda_im, in_re, in_im, re, im)
+                  : ops::complex_scan_reference(lambda_re, lambda_im, in_re, in_im, re, im);
   // Re(C x) = C_re·re − C_im·im.
-  const torch::Tensor y = ops::linear(c_re_, scan[0]) - ops::linear(c_im_, scan[1]) + d_ * x;
-  return {ops::linear(output_, y), {{scan[2], scan[3]}, state.position + x.size(1)}};
-}
-
-std::array<torch::Tensor, 4> LruMixerImpl::reference_scan(
-    const torch::Tensor& lambda_re, const torch::Tensor& lambda_im, const torch::Tensor& in_re,
-    const torch::Tensor& in_im, torch::Tensor re, torch::Tensor im) const {
-  std::vector<torch::Tensor> res, ims;
-  res.reserve(static_cast<size_t>(in_re.size(1)));
-  ims.reserve(static_cast<size_t>(in_re.size(1)));
-  for (int64_t t = 0; t < in_re.size(1); ++t) {
-    // (λ_re + iλ_im)(re + i·im) + input, multiplied out.
-    torch::Tensor next_re = lambda_re * re - lambda_im * im + in_re.select(1, t);
-    im = lambda_im * re + lambda_re * im + in_im.select(1, t);
-    re = std::move(next_re);
-    res.push_back(re);
-    ims.push_back(im);
-  }
-  return {torch::stack(res, 1), torch::stack(ims, 1), re, im};
+  const torch::Tensor y = ops::linear(c_re_, scan.h_re) - ops::linear(c_im_, scan.h_im) + d_ * x;
+  return {ops::linear(output_, y), {{scan.last_re, scan.last_im}, state.position + x.size(1)}};
 }
 
 nlohmann::json LruMixerImpl::config() const {

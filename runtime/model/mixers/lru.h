@@ -32,9 +32,8 @@ namespace memscript {
 //     parity of length 8 after 400 steps with or without it). It is here so that the
 //     comparison across mixers is one option away.
 //     In floating point a can round to −1 at large ν (float32: ν ≳ 2.9); γ is then ~0.
-//   impl (default "fused"): "fused" runs kernels/complex_scan/complex_scan.h, "reference" a step
-//   loop of
-//     libtorch ops.
+//   impl (default "fused"): "fused" runs ops::complex_scan (kernels/complex_scan/), "reference"
+//     ops::complex_scan_reference, a step loop of libtorch ops.
 // State: {re, im}, each [batch, d_state].
 class LruMixerImpl : public MixerImpl {
  public:
@@ -49,12 +48,6 @@ class LruMixerImpl : public MixerImpl {
  private:
   torch::Tensor real_factor() const;  // a, [d_state]
   torch::Tensor input_scale() const;  // γ = sqrt(1 − a²), [d_state]
-  // The states after every step, and the last: {re, im, last_re, last_im}.
-  std::array<torch::Tensor, 4> reference_scan(const torch::Tensor& lambda_re,
-                                              const torch::Tensor& lambda_im,
-                                              const torch::Tensor& in_re,
-                                              const torch::Tensor& in_im, torch::Tensor re,
-                                              torch::Tensor im) const;
 
   int64_t d_state_;
   double r_min_, r_max_, max_phase_;

@@ -1,5 +1,4 @@
 #include "runtime/model/mixers/lstm.h"
-#include "runtime/ops/common/launch.h"
 #include "runtime/ops/linear/linear.h"
 #include "runtime/ops/lstm/lstm.h"
 
@@ -47,8 +46,7 @@ LstmMixerImpl::LstmMixerImpl(const MixerContext& context, Options& options)
 }
 
 MixerOutput LstmMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  return impl_.fused && ops::kernels_take(x) ? fused_forward(x, state)
-                                             : reference_forward(x, state);
+  return impl_.fused ? fused_forward(x, state) : reference_forward(x, state);
 }
 
 // The input projection of every token in one product (both biases in it), then the

@@ -65,7 +65,8 @@ void MambaMixerImpl::init_dt_projection() {
 
 ops::CausalConvResult MambaMixerImpl::convolve(const torch::Tensor& x, const MixerState& state) {
   const torch::Tensor window = state.empty() ? torch::Tensor() : state.tensors.at(0);
-  return ops::causal_conv_silu_or_reference(impl_.fused, x, window, conv_->weight, conv_->bias);
+  return impl_.fused ? ops::causal_conv_silu(x, window, conv_->weight, conv_->bias)
+                     : ops::causal_conv_silu_reference(x, window, conv_->weight, conv_->bias);
 }
 
 MixerOutput MambaMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {

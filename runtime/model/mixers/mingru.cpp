@@ -1,6 +1,5 @@
 #include "runtime/model/mixers/mingru.h"
 
-#include "runtime/ops/common/launch.h"
 #include "runtime/ops/gated_block/gated_block.h"
 #include "runtime/ops/gated_scan/gated_scan.h"
 #include "runtime/ops/linear/linear.h"
@@ -21,38 +20,22 @@ MinGruMixerImpl::MinGruMixerImpl(const MixerContext& context, Options& options)
 
 MixerOutput MinGruMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
   const torch::Tensor pre = ops::linear(input_, x);
-  const int64_t position = state.position + x.size(1);
-  if (impl_.fused && ops::kernels_take(pre)) {
-    const ops::GatedScanResult cell = ops::mingru_cell(
-        pre, state.empty() ? torch::Tensor() : state.tensors.at(0), negative_eigenvalues_);
-    return {ops::linear(output_, cell.outputs), {{cell.last}, position}};
-  }
-  const std::vector<torch::Tensor> parts = pre.chunk(2, -1);
-  const torch::Tensor z = torch::sigmoid(parts[0]);
-  const torch::Tensor carry = negative_eigenvalues_ ? 1 - 2 * z : 1 - z;
-  const torch::Tensor input = z * parts[1];
-  torch::Tensor h =
-      state.empty() ? torch::zeros({x.size(0), hidden_}, x.options()) : state.tensors.at(0);
-  std::vector<torch::Tensor> steps;
-  steps.reserve(static_cast<size_t>(x.size(1)));
-  for (int64_t t = 0; t < x.size(1); ++t) {
-    h = carry.select(1, t) * h + input.select(1, t);
-    steps.push_back(h);
-  }
-  return {ops::linear(output_, torch::stack(steps, 1)), {{h}, position}};
+  const torch::Tensor h0 = state.empty() ? torch::Tensor() : state.tensors.at(0);
+  const ops::GatedScanResult cell =
+      impl_.fused ? ops::mingru_cell(pre, h0, negative_eigenvalues_)
+                  : ops::mingru_cell_reference(pre, h0, negative_eigenvalues_);
+  return {ops::linear(output_, cell.outputs), {{cell.last}, state.position + x.size(1)}};
 }
 
 MixerOutput MinGruMixerImpl::forward_normed(const torch::Tensor& x, const ops::PreNorm& norm,
                                             const MixerState& state) {
-  if (impl_.fused && ops::kernels_take(x)) {
-    const ops::GatedProjections projections{input_->weight, input_->bias, torch::Tensor(),
-                                            output_->weight, output_->bias};
-    const std::optional<ops::GatedBlockResult> block = ops::mingru_block(
-        x, norm, projections, state.empty() ? torch::Tensor() : state.tensors.at(0),
-        negative_eigenvalues_);
-    if (block) return {block->y, {{block->last}, state.position + x.size(1)}};
-  }
-  return MixerImpl::forward_normed(x, norm, state);
+  if (!impl_.fused) return MixerImpl::forward_normed(x, norm, state);
+  const ops::GatedProjections projections{input_->weight, input_->bias, torch::Tensor(),
+                                          output_->weight, output_->bias};
+  const ops::GatedBlockResult block =
+      ops::mingru_block(x, norm, projections, state.empty() ? torch::Tensor() : state.tensors.at(0),
+                        negative_eigenvalues_);
+  return {block.y, {{block.last}, state.position + x.size(1)}};
 }
 
 nlohmann::json MinGruMixerImpl::config() const {

@@ -38,10 +38,6 @@ class QlstmMixerImpl : public MixerImpl {
   torch::nn::Linear output_{nullptr};
 };
 
-// The forget gate from its pre-activation (b_f + 1 already added): σ in (0, 1), or
-// 2σ − 1 in (−1, 1) with negative eigenvalues.
-torch::Tensor qlstm_forget_gate(const torch::Tensor& preactivation, bool negative_eigenvalues);
-
 Mixer make_qlstm_mixer(const MixerContext& context, Options& options);
 
 }  // namespace memscript

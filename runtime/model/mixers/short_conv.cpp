@@ -22,7 +22,8 @@ MixerOutput ShortConvMixerImpl::forward(const torch::Tensor& x, const MixerState
     inner.position = state.position;
   }
   const ops::CausalConvResult convolved =
-      ops::causal_conv_silu_or_reference(impl_.fused, x, window, conv_->weight, conv_->bias);
+      impl_.fused ? ops::causal_conv_silu(x, window, conv_->weight, conv_->bias)
+                  : ops::causal_conv_silu_reference(x, window, conv_->weight, conv_->bias);
   MixerOutput out = mixer_->forward(convolved.u, inner);
   out.state.tensors.insert(out.state.tensors.begin(), convolved.window_after);
   return out;

@@ -102,12 +102,8 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
 
 }  // namespace
 
-bool attention_prefers_kernel(const torch::Tensor& q) {
-  return on_cpu_kernels(q) && q.size(-1) <= kMaxPreferredHeadDim;
-}
-
-torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v) {
+torch::Tensor causal_attention_kernel(const torch::Tensor& q, const torch::Tensor& k,
+                                      const torch::Tensor& v) {
   TORCH_CHECK(on_cpu_kernels(q) && q.dim() == 4 && k.dim() == 4 && k.sizes() == v.sizes() &&
                   k.size(2) >= q.size(2) && k.size(0) == q.size(0) && k.size(1) == q.size(1) &&
                   k.size(3) == q.size(3) && k.scalar_type() == q.scalar_type() &&
@@ -122,6 +118,20 @@ torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
                           (q.requires_grad() || k.requires_grad() || v.requires_grad());
   if (!needs_grad) return run_forward(qc, kc, vc, false).out.transpose(1, 2);
   return CausalAttentionFunction::apply(qc, kc, vc)[0].transpose(1, 2);
+}
+
+torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v) {
+  if (on_cpu_kernels(q) && q.size(-1) <= kMaxKernelHeadDim) return causal_attention_kernel(q, k, v);
+  const int64_t length = q.size(2);
+  const int64_t total = k.size(2);
+  // Without a cache libtorch's own causal mask applies; with one, the queries sit at the end, so
+  // the diagonal is shifted by the cached length.
+  if (total == length) return torch::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
+  const auto index = torch::TensorOptions().dtype(torch::kLong).device(q.device());
+  const torch::Tensor keys = torch::arange(total, index).unsqueeze(0);
+  const torch::Tensor queries = torch::arange(total - length, total, index).unsqueeze(1);
+  return torch::scaled_dot_product_attention(q, k, v, keys <= queries);
 }
 
 }  // namespace memscript::ops

@@ -121,40 +121,15 @@ void check_shapes(const torch::Tensor& x, const torch::Tensor& window, const tor
 
 }  // namespace
 
-std::optional<CausalConvResult> causal_conv_silu(const torch::Tensor& x,
-                                                 const torch::Tensor& window,
-                                                 const torch::Tensor& weight,
-                                                 const torch::Tensor& bias) {
-  if (!runs_on_kernels(x, window, weight, bias)) return std::nullopt;
+CausalConvResult causal_conv_silu(const torch::Tensor& x, const torch::Tensor& window,
+                                  const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (!runs_on_kernels(x, window, weight, bias))
+    return causal_conv_silu_reference(x, window, weight, bias);
   check_shapes(x, window, weight, bias);
   const variable_list out = CausalConvFunction::apply(
       x, present_or_empty(window.defined() ? window.contiguous() : window, x), weight.contiguous(),
       bias.contiguous());
   return CausalConvResult{out[0], out[1]};
-}
-
-CausalConvResult causal_conv_silu_reference(const torch::Tensor& x, const torch::Tensor& window,
-                                            const torch::Tensor& weight,
-                                            const torch::Tensor& bias) {
-  const int64_t keep = weight.size(-1) - 1;
-  const torch::Tensor before =
-      window.defined() ? window : torch::zeros({x.size(0), x.size(2), keep}, x.options());
-  const torch::Tensor padded = torch::cat({before, x.transpose(1, 2)}, 2);
-  const std::vector<int64_t> one = {1}, none = {0};  // stride and dilation; padding
-  const torch::Tensor convolved =
-      torch::conv1d(padded, weight, bias, one, none, one, /*groups=*/x.size(2)).transpose(1, 2);
-  return {activation(convolved, Activation::silu), padded.narrow(2, padded.size(2) - keep, keep)};
-}
-
-CausalConvResult causal_conv_silu_or_reference(bool fused, const torch::Tensor& x,
-                                               const torch::Tensor& window,
-                                               const torch::Tensor& weight,
-                                               const torch::Tensor& bias) {
-  if (fused) {
-    if (std::optional<CausalConvResult> result = causal_conv_silu(x, window, weight, bias))
-      return *result;
-  }
-  return causal_conv_silu_reference(x, window, weight, bias);
 }
 
 }  // namespace memscript::ops

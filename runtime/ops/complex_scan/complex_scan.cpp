@@ -97,6 +97,8 @@ class ComplexScanFunction : public torch::autograd::Function<ComplexScanFunction
 ComplexScanResult complex_scan(const torch::Tensor& lambda_re, const torch::Tensor& lambda_im,
                                const torch::Tensor& b_re, const torch::Tensor& b_im,
                                const torch::Tensor& h0_re, const torch::Tensor& h0_im) {
+  if (!kernels_take(b_re))
+    return complex_scan_reference(lambda_re, lambda_im, b_re, b_im, h0_re, h0_im);
   const variable_list out =
       ComplexScanFunction::apply(lambda_re, lambda_im, b_re, b_im, h0_re, h0_im);
   return {out[0], out[1], out[2], out[3]};

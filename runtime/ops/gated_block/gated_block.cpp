@@ -3,6 +3,8 @@
 #include "kernels/common/block_sum.h"
 #include "kernels/gated_block/gated_block.h"
 #include "runtime/ops/common/kernel_args.h"
+#include "runtime/ops/gated_scan/gated_scan.h"
+#include "runtime/ops/linear/linear.h"
 
 namespace memscript::ops {
 
@@ -171,10 +173,20 @@ bool runs_on_kernels(const torch::Tensor& x, const PreNorm& norm, const GatedPro
   return norm.weight.defined() && norm.bias.defined() && p.in_weight.defined();
 }
 
-std::optional<GatedBlockResult> apply(GatedCellKind kind, const torch::Tensor& x,
-                                      const PreNorm& norm, const GatedProjections& p,
-                                      const torch::Tensor& initial, bool negative) {
-  if (!runs_on_kernels(x, norm, p, initial)) return std::nullopt;
+// The block from its parts, where the kernel does not take the tensors.
+GatedBlockResult composed(GatedCellKind kind, const torch::Tensor& x, const PreNorm& norm,
+                          const GatedProjections& p, const torch::Tensor& initial, bool negative) {
+  const torch::Tensor pre =
+      linear(layer_norm(x, norm.weight, norm.bias, norm.eps), p.in_weight, p.in_bias);
+  const GatedScanResult cell = kind == GatedCellKind::qlstm
+                                   ? qlstm_cell(pre, p.forget_bias, initial, negative)
+                                   : mingru_cell(pre, initial, negative);
+  return {linear(cell.outputs, p.out_weight, p.out_bias), cell.last};
+}
+
+GatedBlockResult apply(GatedCellKind kind, const torch::Tensor& x, const PreNorm& norm,
+                       const GatedProjections& p, const torch::Tensor& initial, bool negative) {
+  if (!runs_on_kernels(x, norm, p, initial)) return composed(kind, x, norm, p, initial, negative);
   const int64_t hidden = p.out_weight.size(1);
   TORCH_CHECK(p.in_weight.dim() == 2 &&
                   p.in_weight.size(0) == kernels::gated_slots(kind) * hidden &&
@@ -196,15 +208,15 @@ std::optional<GatedBlockResult> apply(GatedCellKind kind, const torch::Tensor& x
 
 }  // namespace
 
-std::optional<GatedBlockResult> qlstm_block(const torch::Tensor& x, const PreNorm& norm,
-                                            const GatedProjections& projections,
-                                            const torch::Tensor& c0, bool negative_eigenvalues) {
+GatedBlockResult qlstm_block(const torch::Tensor& x, const PreNorm& norm,
+                             const GatedProjections& projections, const torch::Tensor& c0,
+                             bool negative_eigenvalues) {
   return apply(GatedCellKind::qlstm, x, norm, projections, c0, negative_eigenvalues);
 }
 
-std::optional<GatedBlockResult> mingru_block(const torch::Tensor& x, const PreNorm& norm,
-                                             const GatedProjections& projections,
-                                             const torch::Tensor& h0, bool negative_eigenvalues) {
+GatedBlockResult mingru_block(const torch::Tensor& x, const PreNorm& norm,
+                              const GatedProjections& projections, const torch::Tensor& h0,
+                              bool negative_eigenvalues) {
   return apply(GatedCellKind::mingru, x, norm, projections, h0, negative_eigenvalues);
 }
 

@@ -1,7 +1,5 @@
 #pragma once
 
-#include <optional>
-
 #include "runtime/ops/layer_norm/layer_norm.h"
 #include "runtime/torch.h"
 
@@ -24,16 +22,16 @@ struct GatedBlockResult {
 
 // y = W_out cell(W_in LN(x) + b_in) + b_out with qLSTM's cell (pre-activation slots f, i, z,
 // o) from c0 [batch, hidden] (undefined: zeros), as one autograd node through
-// kernels/gated_block/gated_block.h. nullopt where that kernel does not run (off the CPU, dtypes
-// other than float32 and float64, widths above kernels::kGatedBlockMaxWidth): the caller composes
-// the layer norm, the projections and ops::qlstm_cell instead, which compute the same function.
-std::optional<GatedBlockResult> qlstm_block(const torch::Tensor& x, const PreNorm& norm,
-                                            const GatedProjections& projections,
-                                            const torch::Tensor& c0, bool negative_eigenvalues);
+// kernels/gated_block/gated_block.h where that kernel takes the tensors (CPU float32 and float64,
+// widths up to kernels::kGatedBlockMaxWidth), and otherwise composed from ops::layer_norm,
+// ops::linear and ops::qlstm_cell, which compute the same function.
+GatedBlockResult qlstm_block(const torch::Tensor& x, const PreNorm& norm,
+                             const GatedProjections& projections, const torch::Tensor& c0,
+                             bool negative_eigenvalues);
 
 // The same with minGRU's cell (slots z, h̃) from h0.
-std::optional<GatedBlockResult> mingru_block(const torch::Tensor& x, const PreNorm& norm,
-                                             const GatedProjections& projections,
-                                             const torch::Tensor& h0, bool negative_eigenvalues);
+GatedBlockResult mingru_block(const torch::Tensor& x, const PreNorm& norm,
+                              const GatedProjections& projections, const torch::Tensor& h0,
+                              bool negative_eigenvalues);
 
 }  // namespace memscript::ops

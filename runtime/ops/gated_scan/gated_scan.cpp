@@ -161,11 +161,13 @@ GatedScanResult apply(GatedCellKind kind, const torch::Tensor& pre, const torch:
 
 GatedScanResult qlstm_cell(const torch::Tensor& pre, const torch::Tensor& forget_bias,
                            const torch::Tensor& c0, bool negative_eigenvalues) {
+  if (!kernels_take(pre)) return qlstm_cell_reference(pre, forget_bias, c0, negative_eigenvalues);
   return apply(GatedCellKind::qlstm, pre, forget_bias, c0, negative_eigenvalues);
 }
 
 GatedScanResult mingru_cell(const torch::Tensor& pre, const torch::Tensor& h0,
                             bool negative_eigenvalues) {
+  if (!kernels_take(pre)) return mingru_cell_reference(pre, h0, negative_eigenvalues);
   return apply(GatedCellKind::mingru, pre, torch::Tensor(), h0, negative_eigenvalues);
 }
 

@@ -169,6 +169,7 @@ LstmResult lstm_recurrence(const torch::Tensor& pre, const torch::Tensor& weight
               ": weight_hh must be [", 4 * hidden, ", ", hidden, "], got ", weight_hh.sizes());
   check_state(h0, "h0", pre, hidden);
   check_state(c0, "c0", pre, hidden);
+  if (!kernels_take(pre)) return lstm_recurrence_reference(pre, weight_hh, h0, c0);
   std::vector<torch::Tensor> inputs = {pre, weight_hh};
   if (h0.defined()) inputs.push_back(h0);
   if (c0.defined()) inputs.push_back(c0);
