@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/cuda_device.h"
 #include "kernels/common/host_device.h"
 
 namespace memscript::kernels {
@@ -175,10 +176,10 @@ void complex_scan_backward_cpu(const ComplexScanBackward<float>& g, ComplexScanS
 void complex_scan_backward_cpu(const ComplexScanBackward<double>& g, ComplexScanShape shape,
                                int64_t begin, int64_t end);
 
-// CUDA, float32: device pointers, launched on `stream`; false (with a message) on failure.
-bool complex_scan_forward_cuda(const ComplexScanForward<float>& f, ComplexScanShape shape,
-                               void* stream, const char** message);
-bool complex_scan_backward_cuda(const ComplexScanBackward<float>& g, ComplexScanShape shape,
-                                void* stream, const char** message);
+// CUDA, float32 (kernels/common/cuda_device.h says what a launcher takes and returns).
+MEMSCRIPT_CUDA_LAUNCHER(complex_scan_forward_cuda, const ComplexScanForward<float>&,
+                        ComplexScanShape);
+MEMSCRIPT_CUDA_LAUNCHER(complex_scan_backward_cuda, const ComplexScanBackward<float>&,
+                        ComplexScanShape);
 
 }  // namespace memscript::kernels

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/cuda_device.h"
 #include "kernels/common/fixed_dims.h"
 #include "kernels/common/sequence_view.h"
 #include "kernels/common/storage_type.h"
@@ -301,12 +302,10 @@ void delta_rule_forward_cpu(const DeltaRuleForward<double>& p, int64_t begin, in
 void delta_rule_backward_cpu(const DeltaRuleBackward<float>& p, int64_t begin, int64_t end);
 void delta_rule_backward_cpu(const DeltaRuleBackward<double>& p, int64_t begin, int64_t end);
 
-// CUDA: device pointers, launched on `stream` (a cudaStream_t). False when this build has no
-// CUDA kernels or the launch failed; `message` then says why.
-bool delta_rule_forward_cuda(const DeltaRuleForward<float>& p, void* stream, const char** message);
-bool delta_rule_forward_cuda(const DeltaRuleForward<Bf16>& p, void* stream, const char** message);
-bool delta_rule_backward_cuda(const DeltaRuleBackward<float>& p, void* stream,
-                              const char** message);
-bool delta_rule_backward_cuda(const DeltaRuleBackward<Bf16>& p, void* stream, const char** message);
+// CUDA, float32 or bf16 (kernels/common/cuda_device.h says what a launcher takes and returns).
+MEMSCRIPT_CUDA_LAUNCHER(delta_rule_forward_cuda, const DeltaRuleForward<float>&);
+MEMSCRIPT_CUDA_LAUNCHER(delta_rule_forward_cuda, const DeltaRuleForward<Bf16>&);
+MEMSCRIPT_CUDA_LAUNCHER(delta_rule_backward_cuda, const DeltaRuleBackward<float>&);
+MEMSCRIPT_CUDA_LAUNCHER(delta_rule_backward_cuda, const DeltaRuleBackward<Bf16>&);
 
 }  // namespace memscript::kernels

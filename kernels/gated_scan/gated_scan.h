@@ -33,6 +33,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/cuda_device.h"
 #include "kernels/common/fast_exp.h"
 #include "kernels/common/host_device.h"
 #include "kernels/common/storage_type.h"
@@ -312,13 +313,13 @@ void gated_scan_backward_cpu(GatedCellKind kind, const GatedScanBackward<double>
 
 // CUDA: device pointers, float32 or bf16 (computed in float32), launched on `stream`. Returns
 // false when this build has no CUDA kernels or the launch failed; the message says why.
-bool gated_scan_forward_cuda(GatedCellKind kind, const GatedScanForward<float>& args,
-                             GatedScanShape shape, void* stream, const char** message);
-bool gated_scan_forward_cuda(GatedCellKind kind, const GatedScanForward<Bf16>& args,
-                             GatedScanShape shape, void* stream, const char** message);
-bool gated_scan_backward_cuda(GatedCellKind kind, const GatedScanBackward<float>& args,
-                              GatedScanShape shape, void* stream, const char** message);
-bool gated_scan_backward_cuda(GatedCellKind kind, const GatedScanBackward<Bf16>& args,
-                              GatedScanShape shape, void* stream, const char** message);
+MEMSCRIPT_CUDA_LAUNCHER(gated_scan_forward_cuda, GatedCellKind, const GatedScanForward<float>&,
+                        GatedScanShape);
+MEMSCRIPT_CUDA_LAUNCHER(gated_scan_forward_cuda, GatedCellKind, const GatedScanForward<Bf16>&,
+                        GatedScanShape);
+MEMSCRIPT_CUDA_LAUNCHER(gated_scan_backward_cuda, GatedCellKind, const GatedScanBackward<float>&,
+                        GatedScanShape);
+MEMSCRIPT_CUDA_LAUNCHER(gated_scan_backward_cuda, GatedCellKind, const GatedScanBackward<Bf16>&,
+                        GatedScanShape);
 
 }  // namespace memscript::kernels

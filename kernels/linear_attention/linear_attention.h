@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/cuda_device.h"
 #include "kernels/common/fixed_dims.h"
 #include "kernels/common/sequence_view.h"
 #include "kernels/common/storage_type.h"
@@ -237,15 +238,10 @@ void linear_attention_backward_cpu(const LinearAttentionBackward<float>& p, int6
 void linear_attention_backward_cpu(const LinearAttentionBackward<double>& p, int64_t begin,
                                    int64_t end);
 
-// CUDA: device pointers, launched on `stream` (a cudaStream_t). False when this build has no
-// CUDA kernels or the launch failed; `message` then says why.
-bool linear_attention_forward_cuda(const LinearAttentionForward<float>& p, void* stream,
-                                   const char** message);
-bool linear_attention_forward_cuda(const LinearAttentionForward<Bf16>& p, void* stream,
-                                   const char** message);
-bool linear_attention_backward_cuda(const LinearAttentionBackward<float>& p, void* stream,
-                                    const char** message);
-bool linear_attention_backward_cuda(const LinearAttentionBackward<Bf16>& p, void* stream,
-                                    const char** message);
+// CUDA, float32 or bf16 (kernels/common/cuda_device.h says what a launcher takes and returns).
+MEMSCRIPT_CUDA_LAUNCHER(linear_attention_forward_cuda, const LinearAttentionForward<float>&);
+MEMSCRIPT_CUDA_LAUNCHER(linear_attention_forward_cuda, const LinearAttentionForward<Bf16>&);
+MEMSCRIPT_CUDA_LAUNCHER(linear_attention_backward_cuda, const LinearAttentionBackward<float>&);
+MEMSCRIPT_CUDA_LAUNCHER(linear_attention_backward_cuda, const LinearAttentionBackward<Bf16>&);
 
 }  // namespace memscript::kernels

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/cuda_device.h"
 #include "kernels/common/host_device.h"
 #include "kernels/gated_scan/gated_scan.h"
 
@@ -207,9 +208,7 @@ void lstm_backward_cpu(const LstmBackward<double>& a, LstmShape s, int64_t begin
 // CUDA, float32: device pointers, launched on `stream`; false (with a message) when this build
 // has no CUDA kernels or the launch failed. `scratch` is not used: the state lives in shared
 // memory.
-bool lstm_forward_cuda(const LstmForward<float>& a, LstmShape s, void* stream,
-                       const char** message);
-bool lstm_backward_cuda(const LstmBackward<float>& a, LstmShape s, void* stream,
-                        const char** message);
+MEMSCRIPT_CUDA_LAUNCHER(lstm_forward_cuda, const LstmForward<float>&, LstmShape);
+MEMSCRIPT_CUDA_LAUNCHER(lstm_backward_cuda, const LstmBackward<float>&, LstmShape);
 
 }  // namespace memscript::kernels

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 
+#include "kernels/common/cuda_device.h"
 #include "kernels/common/fast_exp.h"
 #include "kernels/common/host_device.h"
 
@@ -324,10 +325,10 @@ void selective_scan_backward_cpu(const SelectiveScanBackward<float, float>& g, S
 void selective_scan_backward_cpu(const SelectiveScanBackward<double, double>& g,
                                  SelectiveScanShape s, int64_t begin, int64_t end);
 
-// CUDA, float32: device pointers, launched on `stream`; false (with a message) on failure.
-bool selective_scan_forward_cuda(const SelectiveScanForward<float, float>& f, SelectiveScanShape s,
-                                 void* stream, const char** message);
-bool selective_scan_backward_cuda(const SelectiveScanBackward<float, float>& g,
-                                  SelectiveScanShape s, void* stream, const char** message);
+// CUDA, float32 (kernels/common/cuda_device.h says what a launcher takes and returns).
+MEMSCRIPT_CUDA_LAUNCHER(selective_scan_forward_cuda, const SelectiveScanForward<float, float>&,
+                        SelectiveScanShape);
+MEMSCRIPT_CUDA_LAUNCHER(selective_scan_backward_cuda, const SelectiveScanBackward<float, float>&,
+                        SelectiveScanShape);
 
 }  // namespace memscript::kernels
