@@ -64,7 +64,10 @@ Interpreter::Interpreter(Settings settings) : L_(luaL_newstate()) {
   }
 }
 
-Interpreter::~Interpreter() { lua_close(L_); }
+Interpreter::~Interpreter() {
+  session_.state_open.reset();
+  lua_close(L_);
+}
 
 int Interpreter::report_failure(int status) {
   if (lua_touserdata(L_, -1) == exit_sentinel()) {

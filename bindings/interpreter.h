@@ -44,6 +44,7 @@ class Interpreter {
   bool run_repl_line(const std::string& line);
 
   Session session_;
+  ScriptMixerScope mixer_scope_{&session_.mixers};
   lua_State* L_;
   std::string last_error_;
 };

@@ -85,6 +85,7 @@ void push_task_constructors(lua_State* L) {
     lua_pushcclosure(L, protect<make_task_binding>, 1);
     lua_setfield(L, -2, name.c_str());
   }
+  set_function(L, "define", protect<define_task_binding>);
 }
 
 void push_optimizer_constructors(lua_State* L) {
@@ -129,6 +130,8 @@ int open_core(lua_State* L) {
   register_task_type(L);
   register_model_type(L);
   register_optimizer_type(L);
+  register_mixer_builder_type(L);
+  register_rng_type(L);
   const Settings& settings = session(L).settings;
 
   lua_newtable(L);
@@ -138,6 +141,9 @@ int open_core(lua_State* L) {
   set_function(L, "decoder", protect<make_decoder_binding>);
   set_function(L, "load", protect<load_model_binding>);
   lua_setfield(L, -2, "model");
+  lua_newtable(L);
+  set_function(L, "define", protect<define_mixer_binding>);
+  lua_setfield(L, -2, "mixer");
   push_optimizer_constructors(L);
   lua_setfield(L, -2, "optim");
   push_op_functions(L);

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "runtime/model/mixer.h"
 #include "runtime/run_start.h"
 
 namespace memscript::lua {
@@ -48,6 +50,9 @@ struct Session {
   long long failed_runs = 0;     // runs of this process's sweeps that failed
   bool target_trained = false;   // the ms.train call of settings.target ran
   bool training = false;         // inside ms.train: its loop, not Lua, stops at --max-seconds
+  ScriptMixers mixers;           // ms.mixer.define
+  // Held while the Lua state is open: a script mixer outliving it must not touch the state.
+  std::shared_ptr<int> state_open = std::make_shared<int>(0);
 };
 
 // The session stored in the state's registry by the interpreter.

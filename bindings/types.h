@@ -46,12 +46,16 @@ void push_op_functions(lua_State* L);
 void register_task_type(lua_State* L);
 void register_model_type(lua_State* L);
 void register_optimizer_type(lua_State* L);
+void register_mixer_builder_type(lua_State* L);
+void register_rng_type(lua_State* L);
 
 // The functions of the memscript.core table, per group.
 int tensor_from_table(lua_State* L);         // ms.tensor
 int save_safetensors_binding(lua_State* L);  // ms.save_safetensors
 int make_task_binding(lua_State* L);         // ms.task.<name>, name in upvalue 1
+int define_task_binding(lua_State* L);       // ms.task.define (lua_script_task.cpp)
 int make_decoder_binding(lua_State* L);
+int define_mixer_binding(lua_State* L);    // ms.mixer.define (lua_mixer.cpp)
 int load_model_binding(lua_State* L);      // ms.model.load
 int make_optimizer_binding(lua_State* L);  // ms.optim.<kind>, kind in upvalue 1
 int train_binding(lua_State* L);

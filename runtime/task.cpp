@@ -176,8 +176,12 @@ std::shared_ptr<Task> make_task(const std::string& name, Options& options) {
   const std::string score = options.string("score", "all", {"all", "last"});
   std::shared_ptr<Task> task = found->second(options);
   options.finish();
-  if (score == "last") task = std::make_shared<LastPositionTask>(std::move(task));
+  if (score == "last") task = score_last_only(std::move(task));
   return task;
+}
+
+std::shared_ptr<Task> score_last_only(std::shared_ptr<Task> task) {
+  return std::make_shared<LastPositionTask>(std::move(task));
 }
 
 std::vector<std::string> task_names() {

@@ -87,4 +87,7 @@ std::string show_examples(const Task& task, int64_t length, int64_t n, uint64_t 
 std::shared_ptr<Task> make_task(const std::string& name, Options& options);
 std::vector<std::string> task_names();
 
+// `task` scored at its final position only (what score = "last" makes of a task).
+std::shared_ptr<Task> score_last_only(std::shared_ptr<Task> task);
+
 }  // namespace memscript

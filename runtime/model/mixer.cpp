@@ -1,5 +1,6 @@
 #include "runtime/model/mixer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/model/mixers/deltanet.h"
@@ -95,10 +96,54 @@ const std::vector<MixerEntry>& mixer_entries() {
   return entries;
 }
 
-const MixerEntry* find_mixer(const std::string& name) {
+namespace {
+// The scopes alive on this thread, innermost last.
+thread_local std::vector<const ScriptMixers*> script_scopes;
+
+const MixerEntry* find_script_mixer(const std::string& name) {
+  for (auto it = script_scopes.rbegin(); it != script_scopes.rend(); ++it)
+    if (const MixerEntry* entry = (*it)->find(name)) return entry;
+  return nullptr;
+}
+
+const MixerEntry* find_builtin(const std::string& name) {
   for (const MixerEntry& entry : mixer_entries())
     if (entry.name == name) return &entry;
   return nullptr;
+}
+}  // namespace
+
+const MixerEntry* find_mixer(const std::string& name) {
+  if (const MixerEntry* entry = find_builtin(name)) return entry;
+  return find_script_mixer(name);
+}
+
+void ScriptMixers::define(MixerEntry entry) {
+  if (find_builtin(entry.name))
+    throw UserError("mixer '" + entry.name + "' is a built-in mixer; choose another name");
+  if (find(entry.name)) throw UserError("mixer '" + entry.name + "' is already defined");
+  entries_.push_back(std::make_unique<MixerEntry>(std::move(entry)));
+}
+
+const MixerEntry* ScriptMixers::find(const std::string& name) const {
+  for (const auto& entry : entries_)
+    if (entry->name == name) return entry.get();
+  return nullptr;
+}
+
+std::vector<std::string> ScriptMixers::names() const {
+  std::vector<std::string> names;
+  for (const auto& entry : entries_) names.push_back(entry->name);
+  return names;
+}
+
+ScriptMixerScope::ScriptMixerScope(const ScriptMixers* mixers) : mixers_(mixers) {
+  script_scopes.push_back(mixers);
+}
+
+ScriptMixerScope::~ScriptMixerScope() {
+  const auto it = std::find(script_scopes.rbegin(), script_scopes.rend(), mixers_);
+  if (it != script_scopes.rend()) script_scopes.erase(std::next(it).base());
 }
 
 std::vector<std::string> mixer_names() {
@@ -120,10 +165,14 @@ MixerOutput MixerImpl::forward_normed(const torch::Tensor& x, const ops::PreNorm
 Mixer make_mixer(const std::string& name, const MixerContext& context, Options& options) {
   const MixerEntry* found = find_mixer(name);
   if (!found) {
+    std::vector<std::string> names = mixer_names();
+    for (const ScriptMixers* scope : script_scopes) {
+      for (const std::string& own : scope->names()) names.push_back(own);
+    }
     std::string hint;
-    if (auto guess = closest_match(name, mixer_names())) hint = " (did you mean '" + *guess + "'?)";
+    if (auto guess = closest_match(name, names)) hint = " (did you mean '" + *guess + "'?)";
     options.fail("mixer", "is \"" + name + "\", which is not a mixer" + hint +
-                              "; mixers: " + join(mixer_names(), ", "));
+                              "; mixers: " + join(names, ", "));
   }
   return with_short_conv(found->make(context, options), *found, context, options);
 }

@@ -4,6 +4,7 @@
 // Every mixer maps [batch, length, d_model] to the same shape, causally, and hands back the
 // state it needs to continue: a sequence fed in chunks gives the same outputs as one pass.
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -54,12 +55,15 @@ using Mixer = std::shared_ptr<MixerImpl>;
 
 using OptionDefaults = std::map<std::string, OptionValue>;
 
+using MixerFactory = std::function<Mixer(const MixerContext&, Options&)>;
+
 // One mixer as the rest of memscript knows it: how to build it, and what the presets, the
-// benchmarks and the tests read about it. Every mixer has one entry, in mixer.cpp; nothing else
-// lists mixers.
+// benchmarks and the tests read about it. Every built-in mixer has one entry, in mixer.cpp;
+// nothing else lists mixers. A script's own mixers (ms.mixer.define) have entries in its
+// ScriptMixers.
 struct MixerEntry {
   std::string name;  // mixer = "<name>"
-  Mixer (*make)(const MixerContext&, Options&);
+  MixerFactory make;
   bool recurrent;             // a state of fixed size whatever the length (all but attention)
   bool negative_eigenvalues;  // takes negative_eigenvalues = true
   bool short_conv;            // takes short_conv = K (it projects q, k and v)
@@ -70,13 +74,39 @@ struct MixerEntry {
   OptionDefaults seed_mini_alone = {};
 };
 
-// Every mixer, by name.
+// Every built-in mixer, by name.
 const std::vector<MixerEntry>& mixer_entries();
-// The entry of `name`, or null.
+// The entry of `name`: a built-in's, else the current script's (ScriptMixerScope); or null.
 const MixerEntry* find_mixer(const std::string& name);
+// The built-in mixers' names.
 std::vector<std::string> mixer_names();
 // The names of the entries for which `wanted` holds.
 std::vector<std::string> mixer_names_where(bool (*wanted)(const MixerEntry&));
+
+// The mixers one script defines, kept by its interpreter for as long as the script runs.
+class ScriptMixers {
+ public:
+  // Throws a UserError when `entry.name` is a built-in's or already defined.
+  void define(MixerEntry entry);
+  const MixerEntry* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<std::unique_ptr<MixerEntry>> entries_;  // stable addresses for find_mixer
+};
+
+// While a scope lives, find_mixer and make_mixer on this thread also know `mixers`' entries
+// (the interpreter holds one for as long as it lives; the innermost scope is searched first).
+class ScriptMixerScope {
+ public:
+  explicit ScriptMixerScope(const ScriptMixers* mixers);
+  ~ScriptMixerScope();
+  ScriptMixerScope(const ScriptMixerScope&) = delete;
+  ScriptMixerScope& operator=(const ScriptMixerScope&) = delete;
+
+ private:
+  const ScriptMixers* mixers_;
+};
 
 // Builds a mixer by name, reading (and checking) its own options from `options`.
 Mixer make_mixer(const std::string& name, const MixerContext& context, Options& options);

@@ -1,0 +1,159 @@
+// ms.mixer.define (bindings/lua_mixer.cpp): a mixer written in the script works where a
+// built-in does, keeps the mixer contract (causal, chunks = one pass, gradients to every
+// parameter, save and load), and a wrong definition is one line naming what is wrong.
+
+#include <catch2/catch.hpp>
+
+#include "harness.h"
+
+using Catch::Matchers::Contains;
+using memscript::test::run_lua;
+
+namespace {
+
+// A minGRU-like gated recurrence written in Lua: h_t = (1 − z_t) h_{t−1} + z_t c_t.
+const std::string kGatedMixer = R"lua(
+  ms.mixer.define{
+    name = "gated_lua",
+    options = { hidden = 6, negative = false },
+    init = function(ctx, opts)
+      local self = { hidden = opts.hidden, negative = opts.negative }
+      self.gates = ctx:linear("gates", ctx.d_model, 2 * opts.hidden)
+      self.out = ctx:linear("out", opts.hidden, ctx.d_model, { init = "output" })
+      self.norm = ctx:rms_norm("norm", opts.hidden)
+      self.scale = ctx:param("scale", { opts.hidden }, "ones")
+      return self
+    end,
+    forward = function(self, x, state)
+      local g = self.gates(x)
+      local z = g:narrow(3, 1, self.hidden):sigmoid()
+      local c = g:narrow(3, self.hidden + 1, self.hidden)
+      local h = state and state[1] or ms.zeros{ x:shape()[1], self.hidden, dtype = x:dtype() }
+      local outs = {}
+      for t = 1, x:shape()[2] do
+        local zt = z:select(2, t)
+        h = (1 - zt) * h + zt * c:select(2, t)
+        outs[t] = h:unsqueeze(2)
+      end
+      return self.out(self.norm(ms.cat(outs, 2)) * self.scale), { h }
+    end,
+  }
+)lua";
+
+}  // namespace
+
+TEST_CASE("a Lua mixer is causal, chunks give one pass, every parameter gets a gradient") {
+  REQUIRE_LUA_OK(kGatedMixer + R"lua(
+    local task = ms.task.parity{}
+    local m = ms.model.decoder{ layers = { { mixer = "gated_lua", hidden = 5 }, { mixer = "gpt" } },
+                                d_model = 8, task = task, seed = 3 }
+    m:to("cpu", "float64")
+    assert(m:config().layers[1].hidden == 5 and m:config().layers[1].negative == false)
+    local b = task:sample{ batch = 3, length = 9 }
+    local whole = m:forward(b.inputs)
+    local first, state = m:forward(b.inputs:narrow(2, 1, 4))
+    local rest = m:forward(b.inputs:narrow(2, 5, 5), state)
+    assert((ms.cat({ first, rest }, 2) - whole):abs():amax():item() < 1e-9, "chunks")
+
+    -- Causal: changing the last token leaves every earlier position's logits as they were.
+    local changed = ms.cat({ b.inputs:narrow(2, 1, 8), 1 - b.inputs:narrow(2, 9, 1) }, 2)
+    local again = m:forward(changed)
+    assert((again:narrow(2, 1, 8) - whole:narrow(2, 1, 8)):abs():amax():item() == 0, "causal")
+
+    m:loss(b):backward()
+    for _, p in ipairs(m:parameters()) do
+      assert(p:grad() and p:grad():abs():sum():item() > 0, "a parameter without gradient")
+    end
+  )lua");
+}
+
+TEST_CASE("a Lua mixer trains, saves, loads and re-runs to the same numbers") {
+  REQUIRE_LUA_OK(kGatedMixer + R"lua(
+    local task = ms.task.parity{}
+    local function train()
+      local m = ms.model.decoder{ mixer = "gated_lua", d_model = 8, task = task, seed = 5 }
+      local r = ms.train{ model = m, task = task, steps = 6, batch = 4, length = 6,
+                          optimizer = ms.optim.adam{ lr = 1e-2 }, eval = { lengths = { 6 } } }
+      return m, r
+    end
+    local m1, r1 = train()
+    local m2, r2 = train()
+    assert(type(r1.loss) == "number" and r1.loss == r2.loss, "the same loss twice")
+    assert(r1.scores[6].accuracy == r2.scores[6].accuracy, "the same evaluation twice")
+    m1:save(ms.out .. "/gated.pt")
+    local loaded = ms.model.load(ms.out .. "/gated.pt")
+    local b = task:sample{ batch = 2, length = 7 }
+    assert((loaded:forward(b.inputs) - m1:forward(b.inputs)):abs():amax():item() == 0, "load")
+    assert(loaded:num_parameters() == m1:num_parameters())
+  )lua");
+}
+
+TEST_CASE("a wrong Lua mixer definition is one line naming what is wrong") {
+  const auto define = [](const std::string& fields) {
+    return "ms.mixer.define{ name = 'bad', " + fields +
+           " }\n"
+           "ms.model.decoder{ mixer = 'bad', d_model = 4, task = ms.task.parity{} }";
+  };
+  const std::string identity = "forward = function(self, x, state) return x end";
+  CHECK_THAT(run_lua("ms.mixer.define{ name = 'gpt', " + identity + " }").error,
+             Contains("mixer 'gpt' is a built-in mixer"));
+  CHECK_THAT(run_lua("ms.mixer.define{ name = 'a', " + identity +
+                     " }\n"
+                     "ms.mixer.define{ name = 'a', " +
+                     identity + " }")
+                 .error,
+             Contains("mixer 'a' is already defined"));
+  CHECK_THAT(run_lua("ms.mixer.define{ name = 'a' }").error,
+             Contains("forward must be a function"));
+  CHECK_THAT(run_lua("ms.mixer.define{ name = 'a', step = 1, " + identity + " }").error,
+             Contains("unknown key 'step'"));
+  CHECK_THAT(run_lua(define("forward = function(self, x) return x:narrow(3, 1, 2) end")).error,
+             Contains("test:1: mixer 'bad': forward must return a tensor of x's shape [2, 2, 4] "
+                      "and dtype Float, got [2, 2, 2] Float"));
+  CHECK_THAT(run_lua(define("forward = function(self, x) return 3 end")).error,
+             Contains("forward must return a tensor first, got number"));
+  CHECK_THAT(
+      run_lua(
+          define("forward = function(self, x, s) return x, { ms.zeros{ 2, x:shape()[2] } } end"))
+          .error,
+      Contains("the state's entry 1 changed shape between chunks, [2, 2] to [2, 1]"));
+  CHECK_THAT(run_lua(define("init = function(ctx) return { ctx = ctx } end, "
+                            "forward = function(self, x) self.ctx:param('w', { 2 }) return x end"))
+                 .error,
+             Contains("ctx:param: parameters are made in init, not afterwards (in forward)"));
+  CHECK_THAT(
+      run_lua(define("init = function(ctx) ctx:param('w', { 2 }) ctx:param('w', { 3 }) end, " +
+                     identity))
+          .error,
+      Contains("mixer 'bad' already has a parameter 'w'"));
+  CHECK_THAT(run_lua(define("options = { width = 4 }, " + identity) +
+                     "\nms.model.decoder{ mixer = 'bad', width = 'wide', d_model = 4, "
+                     "task = ms.task.parity{} }")
+                 .error,
+             Contains("width"));
+  CHECK_THAT(run_lua(define("init = function(ctx) error('no init today') end, " + identity)).error,
+             Contains("no init today"));
+  CHECK_THAT(
+      run_lua("ms.model.decoder{ mixer = 'gated_lau', d_model = 4, task = ms.task.parity{} }")
+          .error,
+      Contains("which is not a mixer"));
+}
+
+TEST_CASE("an error in a Lua mixer's forward during training fails the run, checkpoint kept") {
+  REQUIRE_LUA_OK(R"lua(
+    local calls = 0
+    ms.mixer.define{ name = "flaky", forward = function(self, x)
+      calls = calls + 1
+      if calls > 12 then error("gave up at call " .. calls) end
+      return x * 1
+    end }
+    local task = ms.task.parity{}
+    local ok, message = pcall(ms.train, {
+      model = ms.model.decoder{ mixer = "flaky", layers = 1, d_model = 4, task = task },
+      task = task, steps = 20, batch = 2, length = 4, checkpoint_every = 2, out = "flaky" })
+    assert(not ok and message:find("test:5: gave up at call 13"), message)
+    local status = assert(io.open(ms.out .. "/flaky/status")):read("a")
+    assert(status:find("failed"), status)
+    assert(io.open(ms.out .. "/flaky/checkpoint.pt"), "the checkpoint is kept")
+  )lua");
+}
