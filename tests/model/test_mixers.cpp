@@ -271,7 +271,7 @@ TEST_CASE("decoder options: no MLP, no head bias, learned positions in the resid
   const torch::Tensor targets = torch::randint(0, 3, {3, 29}, torch::kInt64);
   masked_cross_entropy(model->forward(tokens), targets, torch::ones({3, 29}, torch::kBool))
       .backward();
-  const torch::Tensor& table = model->named_parameters()["positions"];
+  const torch::Tensor table = model->named_parameters()["positions"];
   CHECK(table.grad().narrow(0, 0, 29).abs().sum().item<double>() > 0);
   CHECK(table.grad().narrow(0, 29, 11).abs().sum().item<double>() == 0);
   memscript::test::TempFolder folder;
@@ -348,7 +348,7 @@ TEST_CASE("mixer options of the study's models: qkv biases, qlstm gate biases, l
                          torch::ones({2, 9}, torch::kBool))
         .backward();
     for (const char* name : {"query", "key", "value"}) {
-      const torch::Tensor& bias =
+      const torch::Tensor bias =
           model->named_parameters()[std::string("blocks.0.mixer.") + name + ".bias"];
       CHECK(bias.grad().abs().sum().item<double>() > 0);
     }
@@ -378,8 +378,8 @@ TEST_CASE("mixer options of the study's models: qkv biases, qlstm gate biases, l
     CHECK(memscript::test::relative_error(la, lb) < 1e-12);
     masked_cross_entropy(la, targets, mask).backward();
     masked_cross_entropy(lb, targets, mask).backward();
-    const torch::Tensor& ga = a->named_parameters()["blocks.0.mixer.gates.bias"].grad();
-    const torch::Tensor& gb = b->named_parameters()["blocks.0.mixer.gates.bias"].grad();
+    const torch::Tensor ga = a->named_parameters()["blocks.0.mixer.gates.bias"].grad();
+    const torch::Tensor gb = b->named_parameters()["blocks.0.mixer.gates.bias"].grad();
     CHECK(ga.abs().sum().item<double>() > 0);
     CHECK(memscript::test::relative_error(ga, gb) < 1e-12);
   }
