@@ -103,6 +103,17 @@ int model_parameters(lua_State* L) {
   return 1;
 }
 
+// m:named_parameters() -> { ["blocks.0.mixer.gates.weight"] = tensor, ... }, sharing storage
+int model_named_parameters(lua_State* L) {
+  const auto parameters = check_object<ModelRef>(L, 1)->named_parameters();
+  lua_createtable(L, 0, static_cast<int>(parameters.size()));
+  for (const auto& item : parameters) {
+    push_object<torch::Tensor>(L, item.value());
+    lua_setfield(L, -2, item.key().c_str());
+  }
+  return 1;
+}
+
 int model_save(lua_State* L) {
   const ModelRef& model = check_object<ModelRef>(L, 1);
   if (lua_type(L, 2) != LUA_TSTRING) argument_error(L, 2, "path expected");
@@ -125,11 +136,21 @@ int model_save_safetensors(lua_State* L) {
   return 0;
 }
 
-// m:to("cpu" | "cuda" | "auto") -> m
+// m:to("cpu" | "cuda" | "auto" [, "float32" | "float64"]) -> m: the parameters onto the device,
+// and into the dtype when given.
 int model_to(lua_State* L) {
   const ModelRef& model = check_object<ModelRef>(L, 1);
   if (lua_type(L, 2) != LUA_TSTRING) argument_error(L, 2, "device expected (\"cpu\" or \"cuda\")");
-  model->to(torch::Device(resolve_device(lua_tostring(L, 2))));
+  const torch::Device device(resolve_device(lua_tostring(L, 2)));
+  if (lua_isnoneornil(L, 3)) {
+    model->to(device);
+  } else {
+    // float64: the precision the tests compare implementations in.
+    const std::string dtype = lua_type(L, 3) == LUA_TSTRING ? lua_tostring(L, 3) : "";
+    if (dtype != "float32" && dtype != "float64")
+      argument_error(L, 3, "dtype expected (\"float32\" or \"float64\")");
+    model->to(device, dtype == "float64" ? torch::kFloat64 : torch::kFloat32);
+  }
   lua_settop(L, 1);
   return 1;
 }
@@ -185,6 +206,7 @@ void print_plan(const DecoderImpl& model) {
 const luaL_Reg kModelMethods[] = {{"forward", protect<model_forward>},
                                   {"loss", protect<model_loss>},
                                   {"parameters", protect<model_parameters>},
+                                  {"named_parameters", protect<model_named_parameters>},
                                   {"save", protect<model_save>},
                                   {"save_safetensors", protect<model_save_safetensors>},
                                   {"to", protect<model_to>},

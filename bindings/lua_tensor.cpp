@@ -109,8 +109,26 @@ int tensor_numel(lua_State* L) {
   return 1;
 }
 
+// The name creation and t:to take: float32, float64, int64, bool, bfloat16 (others: libtorch's).
+std::string dtype_name(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kFloat32:
+      return "float32";
+    case torch::kFloat64:
+      return "float64";
+    case torch::kInt64:
+      return "int64";
+    case torch::kBool:
+      return "bool";
+    case torch::kBFloat16:
+      return "bfloat16";
+    default:
+      return c10::toString(dtype);
+  }
+}
+
 int tensor_dtype(lua_State* L) {
-  const std::string name = c10::toString(check_object<torch::Tensor>(L, 1).scalar_type());
+  const std::string name = dtype_name(check_object<torch::Tensor>(L, 1).scalar_type());
   lua_pushlstring(L, name.data(), name.size());
   return 1;
 }

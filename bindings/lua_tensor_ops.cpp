@@ -402,6 +402,23 @@ int tensor_detach(lua_State* L) {
   return 1;
 }
 
+// t:copy(src): src's values into t, in place and outside autograd (loading weights into a
+// model's parameters, m:named_parameters()); src is cast to t's dtype and device. Returns t.
+int tensor_copy(lua_State* L) {
+  torch::Tensor t = check_tensor(L, 1);  // a handle: copy_ writes the shared storage
+  const torch::Tensor& source = check_tensor(L, 2);
+  if (source.sizes() != t.sizes())
+    argument_error(L, 2,
+                   "a tensor of shape " + shape_text(t.sizes()) + " expected, got " +
+                       shape_text(source.sizes()));
+  {
+    torch::NoGradGuard no_grad;
+    t.copy_(source);
+  }
+  lua_settop(L, 1);
+  return 1;
+}
+
 // Creation: ms.zeros(shape [, { dtype =, requires_grad = }]) and ms.ones alike.
 struct Creation {
   torch::ScalarType dtype = torch::kFloat32;
@@ -424,12 +441,42 @@ Creation read_creation(lua_State* L, int arg, const char* what, bool seeded) {
   return c;
 }
 
+// ms.zeros{ 2, 3, dtype = "float64" }: the options written into the shape's own table.
+// Any named key of it must be one of the options (a misspelt one is not silently dropped).
+Creation read_inline_creation(lua_State* L, int arg, const char* what, bool seeded) {
+  Creation c;
+  lua_pushnil(L);
+  while (lua_next(L, arg)) {
+    if (lua_type(L, -2) != LUA_TNUMBER) {
+      const std::string key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+      if (key == "dtype" && lua_type(L, -1) == LUA_TSTRING) {
+        c.dtype = dtype_named(L, arg, lua_tostring(L, -1));
+      } else if (key == "requires_grad" && lua_isboolean(L, -1)) {
+        c.requires_grad = lua_toboolean(L, -1);
+      } else if (key == "seed" && seeded && lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 0) {
+        c.seed = lua_tointeger(L, -1);
+      } else {
+        argument_error(
+            L, arg,
+            "'" + key + "' is not an option here, or not of its type (dtype: a string, " +
+                "requires_grad: a boolean" + (seeded ? ", seed: an integer >= 0" : "") + ")");
+      }
+    }
+    lua_pop(L, 1);
+  }
+  if (seeded && !c.seed) c.seed = static_cast<int64_t>(session(L).settings.seed);
+  if (c.requires_grad && !c10::isFloatingType(c.dtype))
+    throw UserError(std::string(what) + ": only floating tensors take gradients");
+  return c;
+}
+
 template <int Kind>
 int create(lua_State* L) {
   static const char* const kNames[] = {"ms.zeros", "ms.ones", "ms.randn"};
   const char* what = kNames[Kind];
   const std::vector<int64_t> shape = check_shape(L, 1, false);
-  const Creation c = read_creation(L, 2, what, Kind == 2);
+  const Creation c = lua_isnoneornil(L, 2) ? read_inline_creation(L, 1, what, Kind == 2)
+                                           : read_creation(L, 2, what, Kind == 2);
   if (Kind == 2 && !c10::isFloatingType(c.dtype))
     throw UserError(std::string(what) + ": a floating dtype expected");
   check_size(shape, c.dtype, what);
@@ -553,6 +600,7 @@ void add_tensor_math(lua_State* L) {
                                      {"requires_grad", protect<tensor_requires_grad>},
                                      {"grad", protect<tensor_grad>},
                                      {"detach", protect<tensor_detach>},
+                                     {"copy", protect<tensor_copy>},
                                      {nullptr, nullptr}};
   luaL_getmetatable(L, kTypeName<torch::Tensor>);
   luaL_setfuncs(L, meta, 0);

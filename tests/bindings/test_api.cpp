@@ -14,7 +14,7 @@ TEST_CASE("tasks sample int64 inputs and targets with a bool mask, deterministic
     local b = parity:sample{ batch = 4, length = 32, seed = 1 }
     local shape = b.inputs:shape()
     assert(shape[1] == 4 and shape[2] == 32)
-    assert(b.inputs:dtype() == "Long" and b.targets:dtype() == "Long" and b.mask:dtype() == "Bool")
+    assert(b.inputs:dtype() == "int64" and b.targets:dtype() == "int64" and b.mask:dtype() == "bool")
     assert(b.mask:sum():item() == 128)
     local again = parity:sample{ batch = 4, length = 32, seed = 1 }
     assert(b.inputs:eq(again.inputs):sum():item() == 128)
@@ -35,10 +35,10 @@ TEST_CASE("tasks sample int64 inputs and targets with a bool mask, deterministic
 TEST_CASE("ms.tensor builds tensors from nested tables") {
   REQUIRE_LUA_OK(R"lua(
     local t = ms.tensor{ {1, 2, 3}, {4, 5, 6} }
-    assert(t:dtype() == "Long" and t:shape()[1] == 2 and t:shape()[2] == 3)
+    assert(t:dtype() == "int64" and t:shape()[1] == 2 and t:shape()[2] == 3)
     assert(t:sum():item() == 21 and t:tolist()[2][3] == 6)
-    assert(ms.tensor{ 0.5, 1.5 }:dtype() == "Float")
-    assert(ms.tensor{ true, false }:dtype() == "Bool")
+    assert(ms.tensor{ 0.5, 1.5 }:dtype() == "float32")
+    assert(ms.tensor{ true, false }:dtype() == "bool")
     assert(tostring(t):find("4"))
     local ok, err = pcall(function() return t:item() end)
     assert(not ok and err:find("one element"))

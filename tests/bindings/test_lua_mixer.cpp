@@ -157,3 +157,66 @@ TEST_CASE("an error in a Lua mixer's forward during training fails the run, chec
     assert(io.open(ms.out .. "/flaky/checkpoint.pt"), "the checkpoint is kept")
   )lua");
 }
+
+TEST_CASE("the stdlib's qlstm written in Lua matches the built-in qlstm: outputs and gradients") {
+  REQUIRE_LUA_OK(R"lua(
+    require "memscript.mixers.qlstm"
+    local task = ms.task.parity{}
+    -- The built-in's parameter of a Lua one: gates.weight there is gates_weight here.
+    local function built_in(name)
+      local renamed = name:gsub("%.(%a+)_weight$", ".%1.weight"):gsub("%.(%a+)_bias$", function(m)
+        return m == "forget" and ".forget_bias" or "." .. m .. ".bias"
+      end)
+      return renamed
+    end
+    for _, negative in ipairs{ false, true } do
+      local function build(mixer)
+        local layer = { mixer = mixer, hidden = 5, negative_eigenvalues = negative,
+                        gate_bias = true }
+        local m = ms.model.decoder{ layers = { layer, layer }, d_model = 8, task = task, seed = 4 }
+        m:to("cpu", "float64")
+        return m
+      end
+      local builtin, written = build("qlstm"), build("qlstm_lua")
+      assert(builtin:num_parameters() == written:num_parameters())
+      -- The built-in's weights into the Lua mixer.
+      local source = builtin:named_parameters()
+      for name, p in pairs(written:named_parameters()) do
+        local built_in_name = built_in(name)
+        p:copy(assert(source[built_in_name], built_in_name))
+      end
+      local b = task:sample{ batch = 3, length = 11 }
+      local gap = (builtin:forward(b.inputs) - written:forward(b.inputs)):abs():amax():item()
+      assert(gap < 1e-9, "outputs differ by " .. gap)
+      builtin:loss(b):backward()
+      written:loss(b):backward()
+      local grads = builtin:named_parameters()
+      for name, p in pairs(written:named_parameters()) do
+        local built_in_name = built_in(name)
+        local g = (p:grad() - grads[built_in_name]:grad()):abs():amax():item()
+        assert(g < 1e-9, name .. ": gradients differ by " .. g)
+      end
+    end
+  )lua");
+}
+
+TEST_CASE("t:copy, m:to(device, dtype) and ms.zeros{ n, dtype = } work and name what they refuse") {
+  CHECK_THAT(run_lua("ms.zeros{ 2, dtpye = 'float64' }").error,
+             Contains("'dtpye' is not an option here"));
+  CHECK_THAT(run_lua("ms.zeros{ 2 }:copy(ms.zeros{ 3 })").error,
+             Contains("a tensor of shape [2] expected, got [3]"));
+  CHECK_THAT(run_lua("ms.model.decoder{ mixer = 'gpt', d_model = 4, task = ms.task.parity{} }"
+                     ":to('cpu', 'half')")
+                 .error,
+             Contains("dtype expected (\"float32\" or \"float64\")"));
+  REQUIRE_LUA_OK(R"lua(
+    local t = ms.zeros{ 2 }
+    assert(t:copy(ms.ones{ 2 }) == t and t:sum():item() == 2)
+    -- A Lua mixer's state made in x's dtype: creation options inside the shape's table.
+    assert(ms.zeros{ 2, dtype = "float64" }:dtype() == "float64")
+    assert(ms.randn{ 2, seed = 3 }:sum():item() == ms.randn({ 2 }, { seed = 3 }):sum():item())
+    local m = ms.model.decoder{ mixer = "gpt", d_model = 4, task = ms.task.parity{} }
+    m:to("cpu", "float64")
+    assert(m:forward(ms.task.parity{}:sample{ length = 3 }.inputs):dtype() == "float64")
+  )lua");
+}
