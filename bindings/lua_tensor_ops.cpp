@@ -419,6 +419,16 @@ int tensor_copy(lua_State* L) {
   return 1;
 }
 
+// t:new_zeros(shape): zeros of t's dtype and device, the way a mixer written in Lua starts its
+// state on whatever device and in whatever dtype its input comes.
+int tensor_new_zeros(lua_State* L) {
+  const torch::Tensor& t = check_tensor(L, 1);
+  const std::vector<int64_t> shape = check_shape(L, 2, false);
+  check_size(shape, t.scalar_type(), "new_zeros");
+  push_object<torch::Tensor>(L, torch::zeros(shape, t.options()));
+  return 1;
+}
+
 // Creation: ms.zeros(shape [, { dtype =, requires_grad = }]) and ms.ones alike.
 struct Creation {
   torch::ScalarType dtype = torch::kFloat32;
@@ -601,6 +611,7 @@ void add_tensor_math(lua_State* L) {
                                      {"grad", protect<tensor_grad>},
                                      {"detach", protect<tensor_detach>},
                                      {"copy", protect<tensor_copy>},
+                                     {"new_zeros", protect<tensor_new_zeros>},
                                      {nullptr, nullptr}};
   luaL_getmetatable(L, kTypeName<torch::Tensor>);
   luaL_setfuncs(L, meta, 0);

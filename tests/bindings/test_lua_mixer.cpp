@@ -28,7 +28,7 @@ const std::string kGatedMixer = R"lua(
       local g = self.gates(x)
       local z = g:narrow(3, 1, self.hidden):sigmoid()
       local c = g:narrow(3, self.hidden + 1, self.hidden)
-      local h = state and state[1] or ms.zeros{ x:shape()[1], self.hidden, dtype = x:dtype() }
+      local h = state and state[1] or x:new_zeros{ x:shape()[1], self.hidden }
       local outs = {}
       for t = 1, x:shape()[2] do
         local zt = z:select(2, t)
@@ -214,6 +214,8 @@ TEST_CASE("t:copy, m:to(device, dtype) and ms.zeros{ n, dtype = } work and name 
     assert(t:copy(ms.ones{ 2 }) == t and t:sum():item() == 2)
     -- A Lua mixer's state made in x's dtype: creation options inside the shape's table.
     assert(ms.zeros{ 2, dtype = "float64" }:dtype() == "float64")
+    local z = ms.ones({ 3 }, { dtype = "float64" }):new_zeros{ 2, 4 }
+    assert(z:dtype() == "float64" and z:shape()[2] == 4 and z:sum():item() == 0)
     assert(ms.randn{ 2, seed = 3 }:sum():item() == ms.randn({ 2 }, { seed = 3 }):sum():item())
     local m = ms.model.decoder{ mixer = "gpt", d_model = 4, task = ms.task.parity{} }
     m:to("cpu", "float64")

@@ -28,7 +28,7 @@ ms.mixer.define{
     local f = (pre:narrow(3, 1, H) + self.forget_bias + 1):sigmoid()
     if self.negative then f = 2 * f - 1 end
     local u = pre:narrow(3, H + 1, H):sigmoid() * pre:narrow(3, 2 * H + 1, H):tanh()
-    local c = state and state[1] or ms.zeros{ x:shape()[1], H, dtype = x:dtype() }
+    local c = state and state[1] or x:new_zeros{ x:shape()[1], H }
     local cells = {}
     for t = 1, x:shape()[2] do
       c = f:select(2, t) * c + u:select(2, t)
