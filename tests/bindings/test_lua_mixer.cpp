@@ -158,9 +158,10 @@ TEST_CASE("an error in a Lua mixer's forward during training fails the run, chec
   )lua");
 }
 
-TEST_CASE("the stdlib's qlstm written in Lua matches the built-in qlstm: outputs and gradients") {
+TEST_CASE("the stdlib's qlstm and deltanet written in Lua match the built-ins to 1e-9") {
   REQUIRE_LUA_OK(R"lua(
     require "memscript.mixers.qlstm"
+    require "memscript.mixers.deltanet"
     local task = ms.task.parity{}
     -- The built-in's parameter of a Lua one: gates.weight there is gates_weight here.
     local function built_in(name)
@@ -169,32 +170,35 @@ TEST_CASE("the stdlib's qlstm written in Lua matches the built-in qlstm: outputs
       end)
       return renamed
     end
-    for _, negative in ipairs{ false, true } do
-      local function build(mixer)
-        local layer = { mixer = mixer, hidden = 5, negative_eigenvalues = negative,
-                        gate_bias = true }
-        local m = ms.model.decoder{ layers = { layer, layer }, d_model = 8, task = task, seed = 4 }
-        m:to("cpu", "float64")
-        return m
-      end
-      local builtin, written = build("qlstm"), build("qlstm_lua")
-      assert(builtin:num_parameters() == written:num_parameters())
-      -- The built-in's weights into the Lua mixer.
-      local source = builtin:named_parameters()
-      for name, p in pairs(written:named_parameters()) do
-        local built_in_name = built_in(name)
-        p:copy(assert(source[built_in_name], built_in_name))
-      end
-      local b = task:sample{ batch = 3, length = 11 }
-      local gap = (builtin:forward(b.inputs) - written:forward(b.inputs)):abs():amax():item()
-      assert(gap < 1e-9, "outputs differ by " .. gap)
-      builtin:loss(b):backward()
-      written:loss(b):backward()
-      local grads = builtin:named_parameters()
-      for name, p in pairs(written:named_parameters()) do
-        local built_in_name = built_in(name)
-        local g = (p:grad() - grads[built_in_name]:grad()):abs():amax():item()
-        assert(g < 1e-9, name .. ": gradients differ by " .. g)
+    local cases = {
+      { "qlstm", { hidden = 5, gate_bias = true } },
+      { "deltanet", { head_dim = 3, qkv_bias = true } },
+    }
+    for _, case in ipairs(cases) do
+      for _, negative in ipairs{ false, true } do
+        local function build(mixer)
+          local layer = { mixer = mixer, negative_eigenvalues = negative }
+          for key, value in pairs(case[2]) do layer[key] = value end
+          local m = ms.model.decoder{ layers = { layer, layer }, d_model = 8, heads = 2,
+                                      task = task, seed = 4 }
+          return m:to("cpu", "float64")
+        end
+        local builtin, written = build(case[1]), build(case[1] .. "_lua")
+        local what = case[1] .. (negative and " (negative eigenvalues)" or "")
+        assert(builtin:num_parameters() == written:num_parameters(), what)
+        local source = builtin:named_parameters()
+        for name, p in pairs(written:named_parameters()) do
+          p:copy(assert(source[built_in(name)], built_in(name)))
+        end
+        local b = task:sample{ batch = 3, length = 11 }
+        local gap = (builtin:forward(b.inputs) - written:forward(b.inputs)):abs():amax():item()
+        assert(gap < 1e-9, what .. ": outputs differ by " .. gap)
+        builtin:loss(b):backward()
+        written:loss(b):backward()
+        for name, p in pairs(written:named_parameters()) do
+          local g = (p:grad() - source[built_in(name)]:grad()):abs():amax():item()
+          assert(g < 1e-9, what .. ", " .. name .. ": gradients differ by " .. g)
+        end
       end
     end
   )lua");

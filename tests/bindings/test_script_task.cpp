@@ -11,19 +11,9 @@ using memscript::test::run_lua;
 
 namespace {
 
-// Parity written in Lua; the built-in parity{ p_one = 0.5 } is its independent oracle below.
+// The stdlib's parity written in Lua; a running parity computed in the test is its oracle.
 const std::string kParity = R"lua(
-  local parity = ms.task.define{
-    name = "lua_parity", vocab = 2, classes = 2,
-    sample = function(rng, length)
-      local inputs, targets, ones = rng:ints(2, length), {}, 0
-      for t = 1, length do
-        ones = ones + inputs[t]
-        targets[t] = ones % 2
-      end
-      return inputs, targets
-    end,
-  }
+  local parity = require "memscript.tasks.parity"
 )lua";
 
 }  // namespace
@@ -51,7 +41,7 @@ TEST_CASE("a script task is drawn per (seed, index), labelled by its function, a
       end
     end
     assert(parity:vocab_size() == 2 and parity:num_classes() == 2)
-    assert(parity:config().task == "lua_parity")
+    assert(parity:config().task == "parity_lua")
 
     local function train()
       local m = ms.model.decoder{ mixer = "lstm", d_model = 8, task = parity, seed = 2 }
