@@ -158,10 +158,11 @@ TEST_CASE("an error in a Lua mixer's forward during training fails the run, chec
   )lua");
 }
 
-TEST_CASE("the stdlib's qlstm and deltanet written in Lua match the built-ins to 1e-9") {
+TEST_CASE("the stdlib's qlstm, deltanet and retnet written in Lua match the built-ins to 1e-9") {
   REQUIRE_LUA_OK(R"lua(
     require "memscript.mixers.qlstm"
     require "memscript.mixers.deltanet"
+    require "memscript.mixers.retnet"
     local task = ms.task.parity{}
     -- The built-in's parameter of a Lua one: gates.weight there is gates_weight here.
     local function built_in(name)
@@ -173,11 +174,12 @@ TEST_CASE("the stdlib's qlstm and deltanet written in Lua match the built-ins to
     local cases = {
       { "qlstm", { hidden = 5, gate_bias = true } },
       { "deltanet", { head_dim = 3, qkv_bias = true } },
+      { "retnet", { head_dim = 3, qkv_bias = true } },
     }
     for _, case in ipairs(cases) do
-      for _, negative in ipairs{ false, true } do
+      for _, negative in ipairs(case[1] == "retnet" and { false } or { false, true }) do
         local function build(mixer)
-          local layer = { mixer = mixer, negative_eigenvalues = negative }
+          local layer = { mixer = mixer, negative_eigenvalues = case[1] ~= "retnet" and negative or nil }
           for key, value in pairs(case[2]) do layer[key] = value end
           local m = ms.model.decoder{ layers = { layer, layer }, d_model = 8, heads = 2,
                                       task = task, seed = 4 }
