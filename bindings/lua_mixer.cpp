@@ -275,15 +275,28 @@ int apply_linear(lua_State* L) {
   const torch::Tensor& x = check_object<torch::Tensor>(L, 1);
   const torch::Tensor& weight = check_object<torch::Tensor>(L, lua_upvalueindex(1));
   const torch::Tensor* bias = test_object<torch::Tensor>(L, lua_upvalueindex(2));
+  const auto activation = static_cast<ops::Activation>(lua_tointeger(L, lua_upvalueindex(3)));
   if (x.dim() < 1 || x.size(-1) != weight.size(1))
     argument_error(L, 1,
                    "a tensor whose last size is " + std::to_string(weight.size(1)) +
                        " expected, got " + shape_text(x.sizes()));
-  push_object<torch::Tensor>(L, ops::linear(x, weight, bias ? *bias : torch::Tensor()));
+  push_object<torch::Tensor>(L, ops::linear(x, weight, bias ? *bias : torch::Tensor(), activation));
   return 1;
 }
 
-// ctx:linear(name, in, out, { bias = true, init = "normal" }): y = x Wᵀ + b as a function,
+// The activation a linear may fuse in, by name (nil or text that is not one: an error).
+ops::Activation activation_named(lua_State* L, int index, const char* name) {
+  const std::string text = name ? name : "";
+  if (text == "sigmoid") return ops::Activation::sigmoid;
+  if (text == "silu") return ops::Activation::silu;
+  if (text == "gelu") return ops::Activation::gelu;
+  if (text == "relu") return ops::Activation::relu;
+  if (text == "softplus") return ops::Activation::softplus;
+  argument_error(L, index, "activation must be sigmoid, silu, gelu, relu or softplus");
+}
+
+// ctx:linear(name, in, out, { bias = true, init = "normal", activation = nil }):
+// y = activation(x Wᵀ + b) as a function (one fused node),
 // then W (parameter <name>_weight, [out, in]) and b (<name>_bias, zeros). W as `init` says
 // (init_std).
 int ctx_linear(lua_State* L) {
@@ -299,14 +312,18 @@ int ctx_linear(lua_State* L) {
   }
   bool bias = true;
   double std = 0.02;
+  ops::Activation activation = ops::Activation::none;
   if (lua_istable(L, 5)) {
+    check_keys(L, 5, {"bias", "init", "activation"}, "ctx:linear");
     raw_field(L, 5, "bias");
     if (!lua_isnil(L, -1)) bias = lua_toboolean(L, -1);
     raw_field(L, 5, "init");
     std = init_std(L, lua_gettop(L), builder_context(L).layers, "normal");
-    lua_pop(L, 2);
+    raw_field(L, 5, "activation");
+    if (!lua_isnil(L, -1)) activation = activation_named(L, 5, lua_tostring(L, -1));
+    lua_pop(L, 3);
   } else if (!lua_isnoneornil(L, 5)) {
-    argument_error(L, 5, "table expected ({ bias =, init = })");
+    argument_error(L, 5, "table expected ({ bias =, init =, activation = })");
   }
   const torch::Tensor weight = torch::randn({sizes[1], sizes[0]}) * std;
   push_object<torch::Tensor>(L, mixer.add_parameter(name + "_weight", weight));
@@ -317,7 +334,8 @@ int ctx_linear(lua_State* L) {
   }
   lua_pushvalue(L, -2);
   lua_pushvalue(L, -2);
-  lua_pushcclosure(L, protect<apply_linear>, 2);
+  lua_pushinteger(L, static_cast<lua_Integer>(activation));
+  lua_pushcclosure(L, protect<apply_linear>, 3);
   lua_insert(L, -3);
   return 3;
 }

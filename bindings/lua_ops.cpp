@@ -4,12 +4,14 @@
 //
 //   local o, S = ms.ops.delta_rule{ q =, k =, v =, beta =, alpha =, state =, update = }
 //   local o, S, z = ms.ops.linear_attention{ q =, k =, v =, sum =, normaliser =, eps = }
+//   local unit = ms.ops.l2_normalize(x)
 
 #include <lua.hpp>
 
 #include "bindings/convert.h"
 #include "bindings/types.h"
 #include "runtime/ops/delta_rule/delta_rule.h"
+#include "runtime/ops/l2_normalize/l2_normalize.h"
 #include "runtime/ops/linear_attention/linear_attention.h"
 
 namespace memscript::lua {
@@ -120,8 +122,19 @@ int linear_attention_op(lua_State* L) {
 
 }  // namespace
 
+// ms.ops.l2_normalize(x): x / ‖x‖ along the last dimension, as one node (the delta-rule mixers'
+// q and k normalisation; kernels/l2_normalize/ on the CPU).
+int l2_normalize_op(lua_State* L) {
+  const torch::Tensor* x = test_object<torch::Tensor>(L, 1);
+  if (!x || !x->is_floating_point() || x->dim() < 1)
+    argument_error(L, 1, "a floating tensor expected");
+  push_object<torch::Tensor>(L, ops::l2_normalize(*x));
+  return 1;
+}
+
 void push_op_functions(lua_State* L) {
   static const luaL_Reg functions[] = {{"delta_rule", protect<delta_rule_op>},
+                                       {"l2_normalize", protect<l2_normalize_op>},
                                        {"linear_attention", protect<linear_attention_op>},
                                        {nullptr, nullptr}};
   lua_newtable(L);

@@ -106,3 +106,19 @@ TEST_CASE("ms.ops name the argument whose shape, dtype or value is wrong") {
   CHECK_THAT(run_lua("ms.ops.delta_rule{ q = ms.zeros{2, 3}, k = 1 }").error,
              Contains("option 'q' must be [batch, heads, length, dk], got [2, 3]"));
 }
+
+TEST_CASE("ms.ops.l2_normalize equals x / ‖x‖ in float64 and names a bad argument") {
+  REQUIRE_LUA_OK(R"lua(
+    local x = ms.randn({ 2, 3, 5 }, { seed = 4, dtype = "float64" })
+    local gap = (ms.ops.l2_normalize(x) - x / x:norm(3, true)):abs():amax():item()
+    assert(gap < 1e-12, gap)
+  )lua");
+  CHECK_THAT(run_lua("ms.ops.l2_normalize(ms.arange(3))").error,
+             Contains("a floating tensor expected"));
+  CHECK_THAT(run_lua("ms.mixer.define{ name = 'a', init = function(ctx) "
+                     "ctx:linear('w', 2, 2, { activation = 'tanh' }) end, "
+                     "forward = function(s, x) return x end }\n"
+                     "ms.model.decoder{ mixer = 'a', d_model = 4, task = ms.task.parity{} }")
+                 .error,
+             Contains("activation must be sigmoid, silu, gelu, relu or softplus"));
+}

@@ -24,7 +24,7 @@ ms.mixer.define{
     self.query = ctx:linear("query", ctx.d_model, width, qkv)
     self.key = ctx:linear("key", ctx.d_model, width, qkv)
     self.value = ctx:linear("value", ctx.d_model, width, qkv)
-    self.beta = ctx:linear("beta", ctx.d_model, ctx.heads)
+    self.beta = ctx:linear("beta", ctx.d_model, ctx.heads, { activation = "sigmoid" })
     self.output = ctx:linear("output", width, ctx.d_model, { init = "output" })
     return self
   end,
@@ -32,11 +32,10 @@ ms.mixer.define{
     local batch, length = x:shape()[1], x:shape()[2]
     -- [batch, length, heads · head_dim] -> [batch, heads, length, head_dim]
     local function heads(t) return t:reshape{ batch, length, self.heads, self.head_dim } end
-    local function unit(t) return t / t:norm(4, true) end
-    local q = unit(heads(self.query(x))):transpose(2, 3)
-    local k = unit(heads(self.key(x))):transpose(2, 3)
+    local q = ms.ops.l2_normalize(heads(self.query(x))):transpose(2, 3)
+    local k = ms.ops.l2_normalize(heads(self.key(x))):transpose(2, 3)
     local v = heads(self.value(x)):transpose(2, 3)
-    local beta = self.beta(x):sigmoid():transpose(2, 3)
+    local beta = self.beta(x):transpose(2, 3)
     if self.negative then beta = 2 * beta end
     local o, S = ms.ops.delta_rule{ q = q, k = k, v = v, beta = beta, state = state and state[1] }
     local merged = o:transpose(2, 3):reshape{ batch, length, self.heads * self.head_dim }

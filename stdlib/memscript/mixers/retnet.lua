@@ -24,7 +24,7 @@ ms.mixer.define{
     self.query = ctx:linear("query", ctx.d_model, width, qkv)
     self.key = ctx:linear("key", ctx.d_model, width, qkv)
     self.value = ctx:linear("value", ctx.d_model, width, qkv)
-    self.gate = ctx:linear("gate", ctx.d_model, width, { bias = false })
+    self.gate = ctx:linear("gate", ctx.d_model, width, { bias = false, activation = "silu" })
     self.output = ctx:linear("output", width, ctx.d_model, { init = "output" })
     return self
   end,
@@ -41,6 +41,6 @@ ms.mixer.define{
                                     state = state and state[1], update = "additive" }
     local normalised = o / ((o * o):mean(4, true) + 1e-6):sqrt()
     local merged = normalised:transpose(2, 3):reshape{ batch, length, self.heads * self.head_dim }
-    return self.output(merged * self.gate(x):silu()), { S }
+    return self.output(merged * self.gate(x)), { S }
   end,
 }
