@@ -5,11 +5,13 @@
 //   local o, S = ms.ops.delta_rule{ q =, k =, v =, beta =, alpha =, state =, update = }
 //   local o, S, z = ms.ops.linear_attention{ q =, k =, v =, sum =, normaliser =, eps = }
 //   local unit = ms.ops.l2_normalize(x)
+//   local u, window = ms.ops.causal_conv{ x =, weight =, bias =, window = }
 
 #include <lua.hpp>
 
 #include "bindings/convert.h"
 #include "bindings/types.h"
+#include "runtime/ops/causal_conv/causal_conv.h"
 #include "runtime/ops/delta_rule/delta_rule.h"
 #include "runtime/ops/l2_normalize/l2_normalize.h"
 #include "runtime/ops/linear_attention/linear_attention.h"
@@ -122,6 +124,36 @@ int linear_attention_op(lua_State* L) {
 
 }  // namespace
 
+// ms.ops.causal_conv{ x, weight, bias [, window] }: u = silu(causal depthwise convolution of x
+// [batch, length, channels] with weight [channels, 1, K] and bias [channels], after `window`
+// [batch, channels, K − 1] (the previous chunk's last inputs; nil: zeros)). Returns u and the
+// next chunk's window: Mamba's conv and the short convolution before q, k, v.
+int causal_conv_op(lua_State* L) {
+  Options options = read_options(L, 1, "ms.ops.causal_conv");
+  const torch::Tensor x = tensor_field(options, "x", true);
+  if (x.dim() != 3 || !x.is_floating_point())
+    options.fail("x", "must be a floating [batch, length, channels], got " + shape_text(x.sizes()));
+  const int64_t channels = x.size(2);
+  const torch::Tensor weight = tensor_field(options, "weight", true);
+  if (weight.dim() != 3 || weight.size(0) != channels || weight.size(1) != 1 || weight.size(2) < 1)
+    options.fail("weight", "must be [" + std::to_string(channels) + ", 1, K], got " +
+                               shape_text(weight.sizes()));
+  const torch::Tensor bias = tensor_field(options, "bias", true);
+  check_field(options, "bias", bias, {channels}, x, "[channels]");
+  // Its shape is checked above; this checks its dtype and device against x's.
+  check_field(options, "weight", weight,
+              std::vector<int64_t>(weight.sizes().begin(), weight.sizes().end()), x,
+              "[channels, 1, K]");
+  const torch::Tensor window = tensor_field(options, "window", false);
+  check_field(options, "window", window, {x.size(0), channels, weight.size(2) - 1}, x,
+              "[batch, channels, K - 1]");
+  options.finish();
+  const ops::CausalConvResult out = ops::causal_conv_silu(x, window, weight, bias);
+  push_object<torch::Tensor>(L, out.u);
+  push_object<torch::Tensor>(L, out.window_after);
+  return 2;
+}
+
 // ms.ops.l2_normalize(x): x / ‖x‖ along the last dimension, as one node (the delta-rule mixers'
 // q and k normalisation; kernels/l2_normalize/ on the CPU).
 int l2_normalize_op(lua_State* L) {
@@ -135,6 +167,7 @@ int l2_normalize_op(lua_State* L) {
 void push_op_functions(lua_State* L) {
   static const luaL_Reg functions[] = {{"delta_rule", protect<delta_rule_op>},
                                        {"l2_normalize", protect<l2_normalize_op>},
+                                       {"causal_conv", protect<causal_conv_op>},
                                        {"linear_attention", protect<linear_attention_op>},
                                        {nullptr, nullptr}};
   lua_newtable(L);

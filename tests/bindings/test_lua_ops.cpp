@@ -122,3 +122,37 @@ TEST_CASE("ms.ops.l2_normalize equals x / ‖x‖ in float64 and names a bad arg
                  .error,
              Contains("activation must be sigmoid, silu, gelu, relu or softplus"));
 }
+
+TEST_CASE("ms.ops.causal_conv matches the convolution written in Lua, in chunks too") {
+  REQUIRE_LUA_OK(R"lua(
+    local B, L, C, K = 2, 7, 3, 4
+    local f64 = { dtype = "float64" }
+    local x, w, b = ms.randn({ B, L, C }, { seed = 1, dtype = "float64" }),
+                    ms.randn({ C, 1, K }, { seed = 2, dtype = "float64" }),
+                    ms.randn({ C }, { seed = 3, dtype = "float64" })
+    -- u_t = silu(b + Σ_j w[:, 0, j] x_{t − (K − 1) + j}), zeros before the sequence.
+    local padded = ms.cat({ ms.zeros({ B, K - 1, C }, f64), x }, 2)
+    local rows = {}
+    for t = 1, L do
+      local sum = b
+      for j = 1, K do
+        sum = sum + padded:select(2, t + j - 1) * w:select(2, 1):select(2, j)
+      end
+      rows[t] = sum:silu():unsqueeze(2)
+    end
+    local written = ms.cat(rows, 2)
+    local u = ms.ops.causal_conv{ x = x, weight = w, bias = b }
+    assert((u - written):abs():amax():item() < 1e-12, "one pass")
+    local first, window = ms.ops.causal_conv{ x = x:narrow(2, 1, 3), weight = w, bias = b }
+    local rest = ms.ops.causal_conv{ x = x:narrow(2, 4, 4), weight = w, bias = b, window = window }
+    assert((ms.cat({ first, rest }, 2) - u):abs():amax():item() < 1e-12, "chunks")
+  )lua");
+  CHECK_THAT(run_lua("ms.ops.causal_conv{ x = ms.zeros{ 1, 4, 3 }, weight = ms.zeros{ 2, 1, 4 }, "
+                     "bias = ms.zeros{ 3 } }")
+                 .error,
+             Contains("option 'weight' must be [3, 1, K], got [2, 1, 4]"));
+  CHECK_THAT(run_lua("ms.ops.causal_conv{ x = ms.zeros{ 1, 4, 3 }, weight = ms.zeros{ 3, 1, 4 }, "
+                     "bias = ms.zeros{ 3 }, window = ms.zeros{ 1, 3, 2 } }")
+                 .error,
+             Contains("option 'window' must be [batch, channels, K - 1] = [1, 3, 3]"));
+}
