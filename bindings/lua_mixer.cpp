@@ -27,6 +27,7 @@
 
 #include "bindings/lua_ref.h"
 #include "bindings/session.h"
+#include "bindings/tensor_args.h"
 #include "bindings/types.h"
 #include "runtime/ops/layer_norm/layer_norm.h"
 #include "runtime/ops/linear/linear.h"
@@ -36,6 +37,10 @@ namespace memscript::lua {
 namespace {
 
 constexpr const char* kDefineName = "ms.mixer.define";
+
+[[noreturn]] void refuse(const std::string& why) {
+  throw UserError(std::string(kDefineName) + ": " + why);
+}
 
 struct Definition {
   std::string name;
@@ -217,20 +222,13 @@ std::string name_argument(lua_State* L, int index) {
   return lua_tostring(L, index);
 }
 
+// A parameter's shape: check_shape's, every size positive, within the memory budget.
 std::vector<int64_t> shape_argument(lua_State* L, int index) {
-  if (!lua_istable(L, index)) argument_error(L, index, "table of sizes expected (the shape)");
-  std::vector<int64_t> shape;
-  const auto count = static_cast<int64_t>(lua_rawlen(L, index));
-  for (int64_t i = 1; i <= count; ++i) {
-    lua_rawgeti(L, index, i);
-    const bool whole = lua_isinteger(L, -1);
-    const lua_Integer size = lua_tointeger(L, -1);
-    lua_pop(L, 1);
-    if (!whole || size < 1 || size > (int64_t{1} << 31))
-      argument_error(L, index, "sizes must be positive integers");
-    shape.push_back(size);
-  }
+  const std::vector<int64_t> shape = check_shape(L, index, false);
   if (shape.empty()) argument_error(L, index, "the shape needs at least one size");
+  for (const int64_t size : shape)
+    if (size < 1) argument_error(L, index, "sizes must be positive integers");
+  check_size(shape, torch::kFloat32, "a parameter");
   return shape;
 }
 
@@ -302,14 +300,9 @@ ops::Activation activation_named(lua_State* L, int index, const char* name) {
 int ctx_linear(lua_State* L) {
   LuaMixerImpl& mixer = open_builder(L, "linear");
   const std::string name = name_argument(L, 2);
-  int64_t sizes[2];
-  for (int i = 0; i < 2; ++i) {
-    if (!lua_isinteger(L, 3 + i) || lua_tointeger(L, 3 + i) < 1)
-      argument_error(
-          L, 3 + i,
-          "positive integer expected (the " + std::string(i ? "output" : "input") + " width)");
-    sizes[i] = lua_tointeger(L, 3 + i);
-  }
+  const int64_t in = positive_integer_arg(L, 3, "the input width");
+  const int64_t out = positive_integer_arg(L, 4, "the output width");
+  check_size({out, in}, torch::kFloat32, "ctx:linear's weight");
   bool bias = true;
   double std = 0.02;
   ops::Activation activation = ops::Activation::none;
@@ -325,10 +318,10 @@ int ctx_linear(lua_State* L) {
   } else if (!lua_isnoneornil(L, 5)) {
     argument_error(L, 5, "table expected ({ bias =, init =, activation = })");
   }
-  const torch::Tensor weight = torch::randn({sizes[1], sizes[0]}) * std;
+  const torch::Tensor weight = torch::randn({out, in}) * std;
   push_object<torch::Tensor>(L, mixer.add_parameter(name + "_weight", weight));
   if (bias) {
-    push_object<torch::Tensor>(L, mixer.add_parameter(name + "_bias", torch::zeros({sizes[1]})));
+    push_object<torch::Tensor>(L, mixer.add_parameter(name + "_bias", torch::zeros({out})));
   } else {
     lua_pushnil(L);
   }
@@ -362,9 +355,8 @@ int apply_norm(lua_State* L) {
 int make_norm(lua_State* L, bool layer) {
   LuaMixerImpl& mixer = open_builder(L, layer ? "layer_norm" : "rms_norm");
   const std::string name = name_argument(L, 2);
-  if (!lua_isinteger(L, 3) || lua_tointeger(L, 3) < 1)
-    argument_error(L, 3, "positive integer expected (the width)");
-  const int64_t width = lua_tointeger(L, 3);
+  const int64_t width = positive_integer_arg(L, 3, "the width");
+  check_size({width}, torch::kFloat32, "a norm's weight");
   const double eps = lua_isnoneornil(L, 4) ? 1e-5 : lua_tonumber(L, 4);
   if (!(eps > 0)) argument_error(L, 4, "a positive eps expected");
   push_object<torch::Tensor>(L, mixer.add_parameter(name + "_weight", torch::ones({width})));
@@ -439,12 +431,10 @@ void probe(MixerImpl& mixer, const MixerContext& context) {
 std::vector<std::pair<std::string, OptionValue>> read_declared_options(lua_State* L, int index) {
   std::vector<std::pair<std::string, OptionValue>> options;
   if (lua_isnil(L, index)) return options;
-  if (!lua_istable(L, index))
-    throw UserError(std::string(kDefineName) + ": options must be a table of defaults");
+  if (!lua_istable(L, index)) refuse("options must be a table of defaults");
   lua_pushnil(L);
   while (lua_next(L, index)) {
-    if (lua_type(L, -2) != LUA_TSTRING)
-      throw UserError(std::string(kDefineName) + ": options' keys must be names");
+    if (lua_type(L, -2) != LUA_TSTRING) refuse("options' keys must be names");
     const std::string key = lua_tostring(L, -2);
     switch (lua_type(L, -1)) {
       case LUA_TBOOLEAN:
@@ -461,9 +451,8 @@ std::vector<std::pair<std::string, OptionValue>> read_declared_options(lua_State
         options.push_back({key, {std::string(lua_tostring(L, -1))}});
         break;
       default:
-        throw UserError(std::string(kDefineName) + ": option '" + key +
-                        "' must default to a boolean, number or string, got " +
-                        luaL_typename(L, -1));
+        refuse("option '" + key + "' must default to a boolean, number or string, got " +
+               luaL_typename(L, -1));
     }
     lua_pop(L, 1);
   }
@@ -480,31 +469,24 @@ int define_mixer_binding(lua_State* L) {
   check_keys(L, 1, {"name", "options", "recurrent", "init", "forward"}, kDefineName);
   for (const char* key : {"name", "options", "recurrent", "init", "forward"})
     raw_field(L, 1, key);  // 2 name, 3 options, 4 recurrent, 5 init, 6 forward
-  if (lua_type(L, 2) != LUA_TSTRING)
-    throw UserError(std::string(kDefineName) + ": name must be a string");
+  if (lua_type(L, 2) != LUA_TSTRING) refuse("name must be a string");
   auto definition = std::make_shared<Definition>();
   definition->name = lua_tostring(L, 2);
   const std::string& name = definition->name;
   const bool identifier = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
   });
-  if (!identifier)
-    throw UserError(std::string(kDefineName) + ": name must be letters, digits, _ and -, got '" +
-                    name + "'");
+  if (!identifier) refuse("name must be letters, digits, _ and -, got '" + name + "'");
   definition->options = read_declared_options(L, 3);
-  if (!lua_isnil(L, 4) && !lua_isboolean(L, 4))
-    throw UserError(std::string(kDefineName) + ": recurrent must be true or false");
+  if (!lua_isnil(L, 4) && !lua_isboolean(L, 4)) refuse("recurrent must be true or false");
   const bool recurrent = lua_isnil(L, 4) || lua_toboolean(L, 4);
-  if (!lua_isnil(L, 5) && !lua_isfunction(L, 5))
-    throw UserError(std::string(kDefineName) + ": init must be a function");
-  if (!lua_isfunction(L, 6))
-    throw UserError(std::string(kDefineName) + ": forward must be a function");
+  if (!lua_isnil(L, 5) && !lua_isfunction(L, 5)) refuse("init must be a function");
+  if (!lua_isfunction(L, 6)) refuse("forward must be a function");
   if (!lua_isnil(L, 5)) definition->init = std::make_shared<LuaRef>(L, 5);
   definition->forward = std::make_shared<LuaRef>(L, 6);
   definition->forward_at = defined_at(L, 6);
   for (const auto& [key, value] : definition->options) {
-    if (key == "mixer" || key == "short_conv")
-      throw UserError(std::string(kDefineName) + ": option '" + key + "' is the decoder's");
+    if (key == "mixer" || key == "short_conv") refuse("option '" + key + "' is the decoder's");
   }
   MixerEntry entry{.name = name,
                    .make = [L, definition](const MixerContext& context, Options& options) -> Mixer {

@@ -5,6 +5,7 @@
 #include "bindings/convert.h"
 #include "bindings/sandbox.h"
 #include "bindings/session.h"
+#include "bindings/tensor_args.h"
 #include "bindings/types.h"
 #include "runtime/device.h"
 #include "runtime/model/safetensors.h"
@@ -149,7 +150,7 @@ int model_to(lua_State* L) {
     const std::string dtype = lua_type(L, 3) == LUA_TSTRING ? lua_tostring(L, 3) : "";
     if (dtype != "float32" && dtype != "float64")
       argument_error(L, 3, "dtype expected (\"float32\" or \"float64\")");
-    model->to(device, dtype == "float64" ? torch::kFloat64 : torch::kFloat32);
+    model->to(device, dtype_named(L, 3, dtype));
   }
   lua_settop(L, 1);
   return 1;

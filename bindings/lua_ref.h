@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bindings/error.h"
 #include "bindings/session.h"
 
 namespace memscript::lua {
@@ -59,6 +60,14 @@ inline std::string defined_at(lua_State* L, int index) {
 inline void raw_field(lua_State* L, int index, const char* key) {
   lua_pushstring(L, key);
   lua_rawget(L, index);
+}
+
+// Argument `index` as an integer >= 1, else an argument error saying what it is
+// ("positive integer expected (the width)").
+inline int64_t positive_integer_arg(lua_State* L, int index, const char* what) {
+  if (!lua_isinteger(L, index) || lua_tointeger(L, index) < 1)
+    argument_error(L, index, std::string("positive integer expected (") + what + ")");
+  return lua_tointeger(L, index);
 }
 
 // Throws a UserError naming the first key of the table at `index` that is not in `known`

@@ -29,6 +29,10 @@ namespace {
 
 constexpr const char* kDefineName = "ms.task.define";
 
+[[noreturn]] void refuse(const std::string& why) {
+  throw UserError(std::string(kDefineName) + ": " + why);
+}
+
 // The generator of the sequence being drawn; null between calls.
 struct RngHandle {
   Rng* rng = nullptr;
@@ -48,16 +52,10 @@ Rng& live_rng(lua_State* L) {
   return *handle.rng;
 }
 
-int64_t positive_integer(lua_State* L, int index, const char* what) {
-  if (!lua_isinteger(L, index) || lua_tointeger(L, index) < 1)
-    argument_error(L, index, std::string("positive integer expected (") + what + ")");
-  return lua_tointeger(L, index);
-}
-
 // rng:int(n): uniform in [0, n).
 int rng_int(lua_State* L) {
   Rng& rng = live_rng(L);
-  const int64_t n = positive_integer(L, 2, "the bound");
+  const int64_t n = positive_integer_arg(L, 2, "the bound");
   lua_pushinteger(L, static_cast<lua_Integer>(rng.below(static_cast<uint64_t>(n))));
   return 1;
 }
@@ -65,8 +63,8 @@ int rng_int(lua_State* L) {
 // rng:ints(n, count): a list of `count` draws in [0, n).
 int rng_ints(lua_State* L) {
   Rng& rng = live_rng(L);
-  const int64_t n = positive_integer(L, 2, "the bound");
-  const int64_t count = positive_integer(L, 3, "the count");
+  const int64_t n = positive_integer_arg(L, 2, "the bound");
+  const int64_t count = positive_integer_arg(L, 3, "the count");
   if (count > (int64_t{1} << 26)) argument_error(L, 3, "at most 2^26 draws at once");
   lua_createtable(L, static_cast<int>(count), 0);
   for (int64_t i = 1; i <= count; ++i) {
@@ -206,7 +204,7 @@ class ScriptTask : public Task {
 int64_t count_field(lua_State* L, const char* key) {
   raw_field(L, 1, key);
   if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > (1 << 30))
-    throw UserError(std::string(kDefineName) + ": " + key + " must be a positive integer");
+    refuse(std::string(key) + " must be a positive integer");
   const int64_t value = lua_tointeger(L, -1);
   lua_pop(L, 1);
   return value;
@@ -220,23 +218,20 @@ int define_task_binding(lua_State* L) {
   lua_settop(L, 1);
   check_keys(L, 1, {"name", "vocab", "classes", "sample", "score"}, kDefineName);
   raw_field(L, 1, "name");
-  if (lua_type(L, -1) != LUA_TSTRING)
-    throw UserError(std::string(kDefineName) + ": name must be a string");
+  if (lua_type(L, -1) != LUA_TSTRING) refuse("name must be a string");
   const std::string name = lua_tostring(L, -1);
   const std::vector<std::string> builtins = task_names();
   if (std::find(builtins.begin(), builtins.end(), name) != builtins.end())
-    throw UserError(std::string(kDefineName) + ": '" + name + "' is a built-in task's name");
+    refuse("'" + name + "' is a built-in task's name");
   const int64_t vocab = count_field(L, "vocab");
   const int64_t classes = count_field(L, "classes");
   raw_field(L, 1, "score");
   const std::string score = lua_isnil(L, -1)      ? "all"
                             : lua_isstring(L, -1) ? lua_tostring(L, -1)
                                                   : "";
-  if (score != "all" && score != "last")
-    throw UserError(std::string(kDefineName) + ": score must be \"all\" or \"last\"");
+  if (score != "all" && score != "last") refuse("score must be \"all\" or \"last\"");
   raw_field(L, 1, "sample");
-  if (!lua_isfunction(L, -1))
-    throw UserError(std::string(kDefineName) + ": sample must be a function");
+  if (!lua_isfunction(L, -1)) refuse("sample must be a function");
   TaskRef task = std::make_shared<ScriptTask>(L, name, vocab, classes, lua_gettop(L));
   if (score == "last") task = score_last_only(std::move(task));
   // One batch at once: a sample function that breaks its promises fails here, at its line.

@@ -2,6 +2,7 @@
 // them from tables (ms.tensor{...}), and backward(). The arithmetic is in lua_tensor_ops.cpp.
 
 #include "bindings/sandbox.h"
+#include "bindings/tensor_args.h"
 #include "bindings/types.h"
 #include "runtime/model/safetensors.h"
 
@@ -107,24 +108,6 @@ int tensor_eq(lua_State* L) {
 int tensor_numel(lua_State* L) {
   lua_pushinteger(L, check_object<torch::Tensor>(L, 1).numel());
   return 1;
-}
-
-// The name creation and t:to take: float32, float64, int64, bool, bfloat16 (others: libtorch's).
-std::string dtype_name(torch::ScalarType dtype) {
-  switch (dtype) {
-    case torch::kFloat32:
-      return "float32";
-    case torch::kFloat64:
-      return "float64";
-    case torch::kInt64:
-      return "int64";
-    case torch::kBool:
-      return "bool";
-    case torch::kBFloat16:
-      return "bfloat16";
-    default:
-      return c10::toString(dtype);
-  }
 }
 
 int tensor_dtype(lua_State* L) {

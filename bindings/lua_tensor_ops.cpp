@@ -10,16 +10,17 @@
 
 #include "bindings/convert.h"
 #include "bindings/session.h"
+#include "bindings/tensor_args.h"
 #include "bindings/types.h"
 #include "runtime/memory.h"
 
 namespace memscript::lua {
 
-namespace {
-
 const torch::Tensor& check_tensor(lua_State* L, int arg) {
   return check_object<torch::Tensor>(L, arg);
 }
+
+namespace {
 
 // Arguments read with the API calls that cannot raise (error.h): a wrong one is a C++ error.
 int64_t integer_arg(lua_State* L, int arg) {
@@ -55,6 +56,14 @@ int64_t check_dim(lua_State* L, int arg, const torch::Tensor& t, int64_t extra =
   return d > 0 ? d - 1 : dims + d;
 }
 
+double element_count(at::IntArrayRef sizes) {
+  double count = 1;
+  for (const int64_t size : sizes) count *= static_cast<double>(size);
+  return count;
+}
+
+}  // namespace
+
 // A table of sizes: { 2, 3 } (−1 once, where `infer`, for the size the others leave).
 std::vector<int64_t> check_shape(lua_State* L, int arg, bool infer) {
   table_arg(L, arg);
@@ -84,27 +93,37 @@ std::vector<int64_t> check_shape(lua_State* L, int arg, bool infer) {
   return shape;
 }
 
-double element_count(at::IntArrayRef sizes) {
-  double count = 1;
-  for (const int64_t size : sizes) count *= static_cast<double>(size);
-  return count;
-}
-
 // Sizes a script chose are checked against the memory budget before anything is allocated.
 void check_size(at::IntArrayRef sizes, torch::ScalarType dtype, const std::string& what) {
   check_fits_in_memory(element_count(sizes) * static_cast<double>(c10::elementSize(dtype)),
                        what + " of shape " + shape_text(sizes));
 }
 
+namespace {
+
+// Every dtype a script names, and its name.
+const std::pair<const char*, torch::ScalarType> kDtypes[] = {{"float32", torch::kFloat32},
+                                                             {"float64", torch::kFloat64},
+                                                             {"int64", torch::kInt64},
+                                                             {"bool", torch::kBool},
+                                                             {"bfloat16", torch::kBFloat16}};
+
+}  // namespace
+
 torch::ScalarType dtype_named(lua_State* L, int arg, const std::string& name) {
-  if (name == "float32") return torch::kFloat32;
-  if (name == "float64") return torch::kFloat64;
-  if (name == "int64") return torch::kInt64;
-  if (name == "bool") return torch::kBool;
-  if (name == "bfloat16") return torch::kBFloat16;
+  for (const auto& [known, dtype] : kDtypes)
+    if (name == known) return dtype;
   argument_error(L, arg,
                  "unknown dtype '" + name + "' (float32, float64, int64, bool or bfloat16)");
 }
+
+std::string dtype_name(torch::ScalarType dtype) {
+  for (const auto& [name, known] : kDtypes)
+    if (dtype == known) return name;
+  return c10::toString(dtype);
+}
+
+namespace {
 
 // The other operand of a binary op: a tensor, or a number as a 0-dim tensor (which takes the
 // tensor's dtype, as a Python scalar does in PyTorch).

@@ -131,6 +131,17 @@ TEST_CASE("a wrong Lua mixer definition is one line naming what is wrong") {
                      "task = ms.task.parity{} }")
                  .error,
              Contains("width"));
+  CHECK_THAT(
+      run_lua(define("init = function(ctx) ctx:param('w', { 1 << 20, 1 << 20 }) end, " + identity))
+          .error,
+      Contains("a parameter of shape [1048576, 1048576] would need at least 4.0 TiB"));
+  CHECK_THAT(
+      run_lua(define("init = function(ctx) ctx:linear('w', 1 << 30, 1 << 30) end, " + identity))
+          .error,
+      Contains("ctx:linear's weight of shape [1073741824, 1073741824] would need"));
+  CHECK_THAT(
+      run_lua(define("init = function(ctx) ctx:param('w', { 2, 0 }) end, " + identity)).error,
+      Contains("sizes must be positive integers"));
   CHECK_THAT(run_lua(define("init = function(ctx) error('no init today') end, " + identity)).error,
              Contains("no init today"));
   CHECK_THAT(
