@@ -76,15 +76,22 @@ QkvArgs read_qkv(Options& options) {
 
 // ms.ops.delta_rule{ q, k, v, beta [, alpha] [, state] [, update = "delta" | "additive"] }
 //   S_t = α_t S_{t-1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ (delta), α_t S_{t-1} + β_t v_t k_tᵀ
-//   (additive); o_t = S_t q_t. Returns o [B, H, L, dv] and S [B, H, dv, dk].
+//   (additive); o_t = S_t q_t; α [B, H, L], or [B, H, L, dk] for S_{t-1} diag(α_t). Returns
+//   o [B, H, L, dv] and S [B, H, dv, dk].
 int delta_rule_op(lua_State* L) {
   Options options = read_options(L, 1, "ms.ops.delta_rule");
   const QkvArgs in = read_qkv(options);
   const int64_t b = in.batch, h = in.heads, l = in.length;
   const torch::Tensor beta = tensor_field(options, "beta", true);
   check_field(options, "beta", beta, {b, h, l}, in.q, "[batch, heads, length]");
+  // α one number per head and token, or one per key column (gated linear attention).
   const torch::Tensor alpha = tensor_field(options, "alpha", false);
-  check_field(options, "alpha", alpha, {b, h, l}, in.q, "[batch, heads, length]");
+  if (alpha.defined() && alpha.dim() == 4) {
+    check_field(options, "alpha", alpha, {b, h, l, in.dk}, in.q, "[batch, heads, length, dk]");
+  } else {
+    check_field(options, "alpha", alpha, {b, h, l}, in.q,
+                "[batch, heads, length] or [batch, heads, length, dk]");
+  }
   const torch::Tensor state = tensor_field(options, "state", false);
   check_field(options, "state", state, {b, h, in.dv, in.dk}, in.q, "[batch, heads, dv, dk]");
   const std::string update = options.string("update", "delta", {"delta", "additive"});

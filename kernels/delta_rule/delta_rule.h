@@ -9,15 +9,16 @@
 //
 //   S_t = α_t S_{t-1} + β_t v_t k_tᵀ
 //
-// S is [dv, dk] (values x keys); α = 1 when no decay is given. Each step is written once, for a
-// number type N: one number (CUDA, and the CPU for large states) or a vector of lanes, one head
-// per lane (the CPU for small states), so every path evaluates the same expressions in the same
-// order. Written row by row, row i of S
-// only ever sees v_t[i]: s_i ← α s_i + β (v_i − α s_i·k) k. So the forward runs one row per
-// thread. The backward sums over rows into the gradients of q, k, β and α; to keep those sums
-// in one fixed order (bit-identical whatever the thread count) the CPU runs one head per
-// thread, rows in order, and the CUDA kernel one head per block, each sum added in row order
-// by one thread.
+// S is [dv, dk] (values x keys); α = 1 when no decay is given. α is one number per head and
+// token, or with `key_decay` one per key column (gated linear attention's gate, HGRN2's forget
+// gate): the decayed state is then S_{t-1} diag(α_t), and each row decays as s_j ← α_j s_j. Each
+// step is written once, for a number type N: one number (CUDA, and the CPU for large states) or a
+// vector of lanes, one head per lane (the CPU for small states), so every path evaluates the same
+// expressions in the same order. Written row by row, row i of S only ever sees v_t[i]: s_i ← α s_i
+// + β (v_i − α s_i·k) k. So the forward runs one row per thread. The backward sums over rows into
+// the gradients of q, k, β and α; to keep those sums in one fixed order (bit-identical whatever the
+// thread count) the CPU runs one head per thread, rows in order, and the CUDA kernel one head per
+// block, each sum added in row order by one thread.
 //
 // Memory. The backward needs S_{t-1} and S_t at every step. Storing all of them costs
 // L·dv·dk per head (L = 16384, d = 16: 16 MiB per head in float). Inverting the step instead
@@ -44,6 +45,7 @@ struct DeltaRuleShape {
   int64_t value_dim;
   int64_t checkpoint_every;  // K above, ≥ 1
   bool erase = true;         // false: the additive update (compiled separately: Erase below)
+  bool key_decay = false;    // α per key column, [.., dk] (compiled separately: KeyDecay below)
 
   MS_HOST_DEVICE int64_t head_count() const { return batch * heads; }
   MS_HOST_DEVICE int64_t row_count() const { return batch * heads * value_dim; }
@@ -51,16 +53,17 @@ struct DeltaRuleShape {
   MS_HOST_DEVICE int64_t checkpoint_count() const {
     return (length + checkpoint_every - 1) / checkpoint_every;
   }
+  MS_HOST_DEVICE int64_t decay_width() const { return key_decay ? key_dim : 1; }
   // Acc elements of backward workspace one head needs: the state gradient, the states of one
-  // segment, and the gradients of q_t and k_t being summed over rows.
+  // segment, and the gradients of q_t, k_t and a key decay being summed over rows.
   MS_HOST_DEVICE int64_t workspace_per_head() const {
-    return (checkpoint_every + 2) * matrix_size() + 2 * key_dim;
+    return (checkpoint_every + 2) * matrix_size() + 3 * key_dim;
   }
 };
 
-// q, k: [.., dk]; v, outputs: [.., dv]; beta, alpha: width 1. States are Acc and contiguous:
-// state_in / state_out [batch, heads, dv, dk], checkpoints [batch, heads, checkpoint_count,
-// dv, dk] (checkpoint c is the state before token c·K).
+// q, k: [.., dk]; v, outputs: [.., dv]; beta: width 1; alpha: width shape.decay_width(). States are
+// Acc and contiguous: state_in / state_out [batch, heads, dv, dk], checkpoints [batch, heads,
+// checkpoint_count, dv, dk] (checkpoint c is the state before token c·K).
 template <typename T>
 struct DeltaRuleForward {
   using Acc = AccumulatorOf<T>;
@@ -93,13 +96,33 @@ struct LoadedRow {
   MS_HOST_DEVICE AccumulatorOf<T> operator()(int64_t j) const { return load(data[j]); }
 };
 
-// One token on one row of S: s ← α s + β (v − α s·k) k, or s ← α s + β v k without Erase.
-template <bool Erase, typename N, typename Key>
-MS_HOST_DEVICE MS_INLINE void delta_rule_row_step(N* s, const Key& k, N value, N beta, N alpha,
-                                                  int64_t key_dim) {
+// α_j of a step where one α decays the whole state: the same number for every key column.
+template <typename N>
+struct UniformDecay {
+  N value;
+  MS_HOST_DEVICE N operator()(int64_t) const { return value; }
+};
+
+// Where the backward adds α's gradient: one sum (UniformDecay), or one per key column.
+template <typename N>
+struct UniformDecayGrad {
+  N& sum;
+  MS_HOST_DEVICE void add(int64_t, N x) const { sum += x; }
+};
+template <typename N>
+struct KeyDecayGrad {
+  N* sums;
+  MS_HOST_DEVICE void add(int64_t j, N x) const { sums[j] += x; }
+};
+
+// One token on one row of S: s_j ← α_j s_j, then s ← s + β (v − s·k) k, or s ← s + β v k
+// without Erase. `alpha(j)` is α_j (UniformDecay, or the key decay's column j).
+template <bool Erase, typename N, typename Key, typename Decay>
+MS_HOST_DEVICE MS_INLINE void delta_rule_row_step(N* s, const Key& k, N value, N beta,
+                                                  const Decay& alpha, int64_t key_dim) {
   N recalled{};
   for (int64_t j = 0; j < key_dim; ++j) {
-    s[j] *= alpha;
+    s[j] *= alpha(j);
     if constexpr (Erase) recalled += s[j] * k(j);
   }
   const N correction = Erase ? beta * (value - recalled) : beta * value;
@@ -118,17 +141,18 @@ MS_HOST_DEVICE MS_INLINE N delta_rule_row_output(const N* s, const Query& q, int
 // the step: adds the output's gradient into ds_i (the gradient of S_t's row), adds the row's
 // terms to ∂q_t, ∂k_t, ∂β_t and ∂α_t, leaves ds_i holding the gradient of S_{t-1}'s row, and
 // returns ∂v_t[i]. The recalled sum is the forward's, so that the error below is the forward's.
-// The five arrays never overlap (restrict: the loops over j vectorize without alias checks).
-template <bool Erase, typename N, typename Vec>
+// `grad_alpha.add(j, x)` takes α_j's terms (UniformDecayGrad or KeyDecayGrad). The five arrays
+// never overlap (restrict: the loops over j vectorize without alias checks).
+template <bool Erase, typename N, typename Vec, typename Decay, typename DecayGrad>
 MS_HOST_DEVICE MS_INLINE N delta_rule_row_backward(
     N* __restrict__ dsi, const N* __restrict__ before, const N* __restrict__ after, const Vec& q,
-    const Vec& k, N value, N grad_output, N beta, N alpha, int64_t key_dim, N* __restrict__ grad_q,
-    N* __restrict__ grad_k, N& grad_beta, N& grad_alpha) {
+    const Vec& k, N value, N grad_output, N beta, const Decay& alpha, int64_t key_dim,
+    N* __restrict__ grad_q, N* __restrict__ grad_k, N& grad_beta, const DecayGrad& grad_alpha) {
   N recalled{}, ds_k{};
   for (int64_t j = 0; j < key_dim; ++j) {
     dsi[j] += grad_output * q(j);
     grad_q[j] += grad_output * after[j];
-    if constexpr (Erase) recalled += (alpha * before[j]) * k(j);
+    if constexpr (Erase) recalled += (alpha(j) * before[j]) * k(j);
     ds_k += dsi[j] * k(j);
   }
   const N error = Erase ? value - recalled : value;
@@ -136,37 +160,45 @@ MS_HOST_DEVICE MS_INLINE N delta_rule_row_backward(
   grad_beta += ds_k * error;
   for (int64_t j = 0; j < key_dim; ++j) {
     if constexpr (Erase) {
-      grad_k[j] += beta * error * dsi[j] - grad_error * (alpha * before[j]);
+      grad_k[j] += beta * error * dsi[j] - grad_error * (alpha(j) * before[j]);
       const N grad_decayed = dsi[j] - grad_error * k(j);
-      grad_alpha += grad_decayed * before[j];
-      dsi[j] = alpha * grad_decayed;
+      grad_alpha.add(j, grad_decayed * before[j]);
+      dsi[j] = alpha(j) * grad_decayed;
     } else {
       grad_k[j] += beta * error * dsi[j];
-      grad_alpha += dsi[j] * before[j];
-      dsi[j] = alpha * dsi[j];
+      grad_alpha.add(j, dsi[j] * before[j]);
+      dsi[j] = alpha(j) * dsi[j];
     }
   }
   return grad_error;
 }
 
-// Calls f.template operator()<Erase>() with the shape's update compiled in.
+// Calls f.template operator()<Erase, KeyDecay>() with the shape's update and decay compiled in.
 template <typename F>
-MS_HOST_DEVICE inline void with_update(const DeltaRuleShape& shape, F&& f) {
-  if (shape.erase) {
-    f.template operator()<true>();
+inline void with_update(const DeltaRuleShape& shape, F&& f) {
+  if (shape.key_decay) {
+    if (shape.erase) return f.template operator()<true, true>();
+    return f.template operator()<false, true>();
+  }
+  if (shape.erase) return f.template operator()<true, false>();
+  f.template operator()<false, false>();
+}
+
+// α of token t of a head as the step bodies read it: the key decay's row, or one number
+// (1 without decay).
+template <bool KeyDecay, typename T>
+MS_HOST_DEVICE inline auto decay_at(const SequenceView<const T>& alpha, int64_t b, int64_t h,
+                                    int64_t t) {
+  if constexpr (KeyDecay) {
+    return LoadedRow<T>{alpha.at(b, h, t)};
   } else {
-    f.template operator()<false>();
+    using Acc = AccumulatorOf<T>;
+    return UniformDecay<Acc>{alpha ? load(*alpha.at(b, h, t)) : Acc(1)};
   }
 }
 
-template <typename T>
-MS_HOST_DEVICE inline AccumulatorOf<T> load_decay(const SequenceView<const T>& alpha, int64_t b,
-                                                  int64_t h, int64_t t) {
-  return alpha ? load(*alpha.at(b, h, t)) : AccumulatorOf<T>(1);
-}
-
 // The forward of one row of one head: `row` indexes (batch, head, row of S) flattened.
-template <bool Erase, typename T, int64_t KeyDim = 0>
+template <bool Erase, bool KeyDecay, typename T, int64_t KeyDim = 0>
 MS_HOST_DEVICE inline void delta_rule_forward_row(const DeltaRuleForward<T>& p, int64_t row) {
   using Acc = AccumulatorOf<T>;
   const DeltaRuleShape& shape = p.shape;
@@ -185,14 +217,14 @@ MS_HOST_DEVICE inline void delta_rule_forward_row(const DeltaRuleForward<T>& p, 
       for (int64_t j = 0; j < dk; ++j) saved[j] = s[j];
     }
     delta_rule_row_step<Erase>(s, LoadedRow<T>{p.k.at(b, h, t)}, load(p.v.at(b, h, t)[i]),
-                               load(*p.beta.at(b, h, t)), load_decay(p.alpha, b, h, t), dk);
+                               load(*p.beta.at(b, h, t)), decay_at<KeyDecay>(p.alpha, b, h, t), dk);
     store(delta_rule_row_output(s, LoadedRow<T>{p.q.at(b, h, t)}, dk), p.outputs.at(b, h, t) + i);
   }
 }
 
 // Recomputes the states of tokens [start, end) of one head from the checkpoint before `start`:
 // states[0] is that checkpoint, states[n + 1] the state after token start + n.
-template <bool Erase, typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
+template <bool Erase, bool KeyDecay, typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
 MS_HOST_DEVICE inline void delta_rule_recompute_segment(const DeltaRuleBackward<T>& p, int64_t b,
                                                         int64_t h, int64_t start, int64_t end,
                                                         AccumulatorOf<T>* states) {
@@ -210,7 +242,8 @@ MS_HOST_DEVICE inline void delta_rule_recompute_segment(const DeltaRuleBackward<
     const T* v = p.v.at(b, h, t);
     for (int64_t i = 0; i < dv; ++i) {
       delta_rule_row_step<Erase>(next + i * dk, LoadedRow<T>{p.k.at(b, h, t)}, load(v[i]),
-                                 load(*p.beta.at(b, h, t)), load_decay(p.alpha, b, h, t), dk);
+                                 load(*p.beta.at(b, h, t)), decay_at<KeyDecay>(p.alpha, b, h, t),
+                                 dk);
     }
   }
 }
@@ -218,25 +251,32 @@ MS_HOST_DEVICE inline void delta_rule_recompute_segment(const DeltaRuleBackward<
 // The backward of token t of one head, given S_{t-1} (prev) and S_t (cur): adds the output's
 // gradient into the state gradient ds, writes the gradients of q_t, k_t, v_t, β_t, α_t, and
 // leaves ds holding the gradient with respect to S_{t-1}. Rows are summed in order 0, 1, ...
-template <bool Erase, typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
-MS_HOST_DEVICE inline void delta_rule_backward_token(const DeltaRuleBackward<T>& p, int64_t b,
-                                                     int64_t h, int64_t t,
-                                                     const AccumulatorOf<T>* prev,
-                                                     const AccumulatorOf<T>* cur,
-                                                     AccumulatorOf<T>* ds, AccumulatorOf<T>* grad_q,
-                                                     AccumulatorOf<T>* grad_k) {
+// grad_q, grad_k and grad_alpha are dk each.
+template <bool Erase, bool KeyDecay, typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
+MS_HOST_DEVICE inline void delta_rule_backward_token(
+    const DeltaRuleBackward<T>& p, int64_t b, int64_t h, int64_t t, const AccumulatorOf<T>* prev,
+    const AccumulatorOf<T>* cur, AccumulatorOf<T>* ds, AccumulatorOf<T>* grad_q,
+    AccumulatorOf<T>* grad_k, AccumulatorOf<T>* grad_alpha) {
   using Acc = AccumulatorOf<T>;
   const int64_t dk = dim_of<KeyDim>(p.shape.key_dim), dv = dim_of<ValueDim>(p.shape.value_dim);
   const LoadedRow<T> q{p.q.at(b, h, t)}, k{p.k.at(b, h, t)};
   const T* v = p.v.at(b, h, t);
-  const Acc beta = load(*p.beta.at(b, h, t)), alpha = load_decay(p.alpha, b, h, t);
-  for (int64_t j = 0; j < dk; ++j) grad_q[j] = grad_k[j] = 0;
-  Acc grad_beta = 0, grad_alpha = 0;
+  const Acc beta = load(*p.beta.at(b, h, t));
+  const auto alpha = decay_at<KeyDecay>(p.alpha, b, h, t);
+  for (int64_t j = 0; j < dk; ++j) grad_q[j] = grad_k[j] = grad_alpha[j] = 0;
+  Acc grad_beta = 0;
   for (int64_t i = 0; i < dv; ++i) {
     const Acc grad_output = p.grad_outputs ? load(p.grad_outputs.at(b, h, t)[i]) : Acc(0);
-    const Acc grad_v = delta_rule_row_backward<Erase>(ds + i * dk, prev + i * dk, cur + i * dk, q,
-                                                      k, load(v[i]), grad_output, beta, alpha, dk,
-                                                      grad_q, grad_k, grad_beta, grad_alpha);
+    Acc grad_v;
+    if constexpr (KeyDecay) {
+      grad_v = delta_rule_row_backward<Erase>(ds + i * dk, prev + i * dk, cur + i * dk, q, k,
+                                              load(v[i]), grad_output, beta, alpha, dk, grad_q,
+                                              grad_k, grad_beta, KeyDecayGrad<Acc>{grad_alpha});
+    } else {
+      grad_v = delta_rule_row_backward<Erase>(
+          ds + i * dk, prev + i * dk, cur + i * dk, q, k, load(v[i]), grad_output, beta, alpha, dk,
+          grad_q, grad_k, grad_beta, UniformDecayGrad<Acc>{grad_alpha[0]});
+    }
     store(grad_v, p.grad_v.at(b, h, t) + i);
   }
   for (int64_t j = 0; j < dk; ++j) {
@@ -244,11 +284,14 @@ MS_HOST_DEVICE inline void delta_rule_backward_token(const DeltaRuleBackward<T>&
     store(grad_k[j], p.grad_k.at(b, h, t) + j);
   }
   store(grad_beta, p.grad_beta.at(b, h, t));
-  if (p.grad_alpha) store(grad_alpha, p.grad_alpha.at(b, h, t));
+  if (p.grad_alpha) {
+    for (int64_t j = 0; j < p.shape.decay_width(); ++j)
+      store(grad_alpha[j], p.grad_alpha.at(b, h, t) + j);
+  }
 }
 
 // The backward of one head: segments from last to first, tokens from last to first.
-template <bool Erase, typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
+template <bool Erase, bool KeyDecay, typename T, int64_t KeyDim = 0, int64_t ValueDim = 0>
 MS_HOST_DEVICE inline void delta_rule_backward_head(const DeltaRuleBackward<T>& p,
                                                     int64_t head_index) {
   using Acc = AccumulatorOf<T>;
@@ -260,16 +303,17 @@ MS_HOST_DEVICE inline void delta_rule_backward_head(const DeltaRuleBackward<T>& 
   Acc* states = ds + matrix;
   Acc* grad_q = states + (every + 1) * matrix;
   Acc* grad_k = grad_q + shape.key_dim;
+  Acc* grad_alpha = grad_k + shape.key_dim;
   for (int64_t n = 0; n < matrix; ++n)
     ds[n] = p.grad_state_out ? p.grad_state_out[head_index * matrix + n] : Acc(0);
   for (int64_t segment = shape.checkpoint_count() - 1; segment >= 0; --segment) {
     const int64_t start = segment * every;
     const int64_t end = start + every < shape.length ? start + every : shape.length;
-    delta_rule_recompute_segment<Erase, T, KeyDim, ValueDim>(p, b, h, start, end, states);
+    delta_rule_recompute_segment<Erase, KeyDecay, T, KeyDim, ValueDim>(p, b, h, start, end, states);
     for (int64_t t = end - 1; t >= start; --t) {
       const Acc* prev = states + (t - start) * matrix;
-      delta_rule_backward_token<Erase, T, KeyDim, ValueDim>(p, b, h, t, prev, prev + matrix, ds,
-                                                            grad_q, grad_k);
+      delta_rule_backward_token<Erase, KeyDecay, T, KeyDim, ValueDim>(
+          p, b, h, t, prev, prev + matrix, ds, grad_q, grad_k, grad_alpha);
     }
   }
   if (p.grad_state_in) {
@@ -282,11 +326,11 @@ MS_HOST_DEVICE inline void delta_rule_backward_head(const DeltaRuleBackward<T>& 
 // gives each head a block and spreads delta_rule_backward_token's rows over its threads.)
 constexpr int64_t kDeltaRuleThreadsPerBlock = 128;
 
-template <bool Erase, typename T>
+template <bool Erase, bool KeyDecay, typename T>
 MS_HOST_DEVICE inline void delta_rule_forward_thread(const DeltaRuleForward<T>& p, int64_t block,
                                                      int64_t thread, int64_t threads_per_block) {
   const int64_t row = block * threads_per_block + thread;
-  if (row < p.shape.row_count()) delta_rule_forward_row<Erase>(p, row);
+  if (row < p.shape.row_count()) delta_rule_forward_row<Erase, KeyDecay>(p, row);
 }
 
 inline int64_t delta_rule_blocks(int64_t threads) {

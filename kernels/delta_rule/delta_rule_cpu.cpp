@@ -50,13 +50,39 @@ void scatter(const Lanes<T>* columns, int64_t width, const HeadGroup& group,
   scatter_lane_rows(columns, width, group.count, at.rows);
 }
 
+// k_j (or q_j, α_j) of every lane's head, gathered into columns: the step bodies' N is Lanes<T>.
+template <typename T>
+struct LaneColumns {
+  const Lanes<T>* data;
+  Lanes<T> operator()(int64_t j) const { return data[j]; }
+};
+
+// delta_rule.h's UniformDecay, UniformDecayGrad and KeyDecayGrad for lanes (a vector type
+// as a class template's argument would lose its alignment attribute).
+template <typename T>
+struct UniformLaneDecay {
+  Lanes<T> value;
+  Lanes<T> operator()(int64_t) const { return value; }
+};
+template <typename T>
+struct UniformLaneDecayGrad {
+  Lanes<T>& sum;
+  void add(int64_t, Lanes<T> x) const { sum += x; }
+};
+template <typename T>
+struct KeyLaneDecayGrad {
+  Lanes<T>* sums;
+  void add(int64_t j, Lanes<T> x) const { sums[j] += x; }
+};
+
 // One step's inputs of every lane's head, as columns.
 template <typename T>
 struct StepInputs {
   int64_t dk, dv;
-  Lanes<T>* q;  // [dk]
-  Lanes<T>* k;  // [dk]
-  Lanes<T>* v;  // [dv]
+  Lanes<T>* q;           // [dk]
+  Lanes<T>* k;           // [dk]
+  Lanes<T>* v;           // [dv]
+  Lanes<T>* key_decays;  // [dk]: α per key column (KeyDecay)
   Lanes<T> beta, alpha;
 
   // Reads the step's k, v, β and α (1 without decay); q only when asked.
@@ -66,10 +92,21 @@ struct StepInputs {
     gather(rows_at(p.v, group, t), dv, v);
     if (with_q) gather(rows_at(p.q, group, t), dk, q);
     gather(rows_at(p.beta, group, t), 1, &beta);
-    if (p.alpha) {
+    if (p.shape.key_decay) {
+      gather(rows_at(p.alpha, group, t), dk, key_decays);
+    } else if (p.alpha) {
       gather(rows_at(p.alpha, group, t), 1, &alpha);
     } else {
       alpha = broadcast<T>(T(1));
+    }
+  }
+  // α as the step bodies read it.
+  template <bool KeyDecay>
+  auto decay() const {
+    if constexpr (KeyDecay) {
+      return LaneColumns<T>{key_decays};
+    } else {
+      return UniformLaneDecay<T>{alpha};
     }
   }
 };
@@ -106,7 +143,7 @@ struct InputPrefetch {
         k(p.k, g, p.shape.key_dim),
         v(p.v, g, p.shape.value_dim),
         beta(p.beta, g, 1),
-        alpha(p.alpha, g, 1) {}
+        alpha(p.alpha, g, p.shape.decay_width()) {}
   [[gnu::always_inline]] void fetch(const HeadGroup& g, int64_t t) const {
     q.fetch(g, t), k.fetch(g, t), v.fetch(g, t), beta.fetch(g, t), alpha.fetch(g, t);
   }
@@ -139,7 +176,7 @@ struct BackwardPrefetch {
         grad_k(p.grad_k, g, p.shape.key_dim),
         grad_v(p.grad_v, g, p.shape.value_dim),
         grad_beta(p.grad_beta, g, 1),
-        grad_alpha(p.grad_alpha, g, 1) {}
+        grad_alpha(p.grad_alpha, g, p.shape.decay_width()) {}
   [[gnu::always_inline]] void fetch(const HeadGroup& g, int64_t t) const {
     inputs.fetch(g, t), grad_outputs.fetch(g, t);
     grad_q.fetch(g, t), grad_k.fetch(g, t), grad_v.fetch(g, t), grad_beta.fetch(g, t);
@@ -147,31 +184,26 @@ struct BackwardPrefetch {
   }
 };
 
-// k_j (or q_j) of every lane's head, gathered into columns: the step bodies' N is Lanes<T>.
-template <typename T>
-struct LaneColumns {
-  const Lanes<T>* data;
-  Lanes<T> operator()(int64_t j) const { return data[j]; }
-};
-
 // delta_rule_row_step on every row of every lane's state S ([dv][dk] columns).
-template <bool Erase, typename T>
-void step_state(Lanes<T>* state, const Lanes<T>* k, const Lanes<T>* v, Lanes<T> beta,
-                Lanes<T> alpha, int64_t dk, int64_t dv) {
-  for (int64_t i = 0; i < dv; ++i)
-    delta_rule_row_step<Erase>(state + i * dk, LaneColumns<T>{k}, v[i], beta, alpha, dk);
+template <bool Erase, bool KeyDecay, typename T>
+void step_state(Lanes<T>* state, const StepInputs<T>& in, int64_t dk, int64_t dv) {
+  for (int64_t i = 0; i < dv; ++i) {
+    delta_rule_row_step<Erase>(state + i * dk, LaneColumns<T>{in.k}, in.v[i], in.beta,
+                               in.template decay<KeyDecay>(), dk);
+  }
 }
 
 // delta_rule_forward_row for every row of the group's heads.
-template <bool Erase, typename T, int64_t Dk, int64_t Dv>
+template <bool Erase, bool KeyDecay, typename T, int64_t Dk, int64_t Dv>
 void forward_group(const DeltaRuleForward<T>& p, const HeadGroup& group) {
   const DeltaRuleShape& s = p.shape;
   const int64_t dk = dim_of<Dk>(s.key_dim), dv = dim_of<Dv>(s.value_dim);
   const int64_t matrix = dk * dv;
-  TileScratch<T> columns(matrix + 2 * dk + 2 * dv);
+  TileScratch<T> columns(matrix + 3 * dk + 2 * dv);
   Lanes<T>* state = columns.data();
-  StepInputs<T> in{dk, dv, state + matrix, state + matrix + dk, state + matrix + 2 * dk, {}, {}};
-  Lanes<T>* out = in.v + dv;
+  Lanes<T>* rest = state + matrix;
+  StepInputs<T> in{dk, dv, rest, rest + dk, rest + 2 * dk, rest + 2 * dk + dv, {}, {}};
+  Lanes<T>* out = in.key_decays + dk;
   if (p.state_in) gather(lane_rows(p.state_in, matrix, group), matrix, state);
   std::optional<ForwardPrefetch<T>> prefetch;
   if (s.length >= kPrefetchMinLength) prefetch.emplace(p, group);
@@ -183,7 +215,7 @@ void forward_group(const DeltaRuleForward<T>& p, const HeadGroup& group) {
     }
     if (prefetch && t + kPrefetchAhead < s.length) prefetch->fetch(group, t + kPrefetchAhead);
     in.read(p, group, t, true);
-    step_state<Erase, T>(state, in.k, in.v, in.beta, in.alpha, dk, dv);
+    step_state<Erase, KeyDecay, T>(state, in, dk, dv);
     for (int64_t i = 0; i < dv; ++i)
       out[i] = delta_rule_row_output(state + i * dk, LaneColumns<T>{in.q}, dk);
     scatter(out, dv, group, rows_at(p.outputs, group, t));
@@ -192,21 +224,22 @@ void forward_group(const DeltaRuleForward<T>& p, const HeadGroup& group) {
 }
 
 // delta_rule_backward_head for every lane's head.
-template <bool Erase, typename T, int64_t Dk, int64_t Dv>
+template <bool Erase, bool KeyDecay, typename T, int64_t Dk, int64_t Dv>
 void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
   const DeltaRuleShape& s = p.shape;
   const int64_t dk = dim_of<Dk>(s.key_dim), dv = dim_of<Dv>(s.value_dim);
   const int64_t matrix = dk * dv, every = s.checkpoint_every;
   // ds, the states of one segment, the step's inputs, and the step's gradients.
-  TileScratch<T> columns((every + 2) * matrix + 4 * dk + 3 * dv);
+  TileScratch<T> columns((every + 2) * matrix + 6 * dk + 3 * dv);
   Lanes<T>* ds = columns.data();
   Lanes<T>* states = ds + matrix;
   Lanes<T>* rest = states + (every + 1) * matrix;
-  StepInputs<T> in{dk, dv, rest, rest + dk, rest + 2 * dk, {}, {}};
-  Lanes<T>* grad_output = in.v + dv;
+  StepInputs<T> in{dk, dv, rest, rest + dk, rest + 2 * dk, rest + 2 * dk + dv, {}, {}};
+  Lanes<T>* grad_output = in.key_decays + dk;
   Lanes<T>* grad_q = grad_output + dv;
   Lanes<T>* grad_k = grad_q + dk;
   Lanes<T>* grad_v = grad_k + dk;
+  Lanes<T>* grad_key_decays = grad_v + dv;  // [dk] (KeyDecay)
   if (p.grad_state_out) gather(lane_rows(p.grad_state_out, matrix, group), matrix, ds);
   std::optional<BackwardPrefetch<T>> prefetch;
   if (s.length >= kPrefetchMinLength) prefetch.emplace(p, group);
@@ -220,7 +253,7 @@ void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
       Lanes<T>* next = states + (t - start + 1) * matrix;
       std::copy(next - matrix, next, next);
       in.read(p, group, t, false);
-      step_state<Erase, T>(next, in.k, in.v, in.beta, in.alpha, dk, dv);
+      step_state<Erase, KeyDecay, T>(next, in, dk, dv);
     }
     // delta_rule_backward_token, tokens from last to first.
     for (int64_t t = end - 1; t >= start; --t) {
@@ -236,16 +269,28 @@ void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
       }
       std::fill(grad_q, grad_q + 2 * dk, Lanes<T>{});
       Lanes<T> grad_beta{}, grad_alpha{};
+      if constexpr (KeyDecay) std::fill(grad_key_decays, grad_key_decays + dk, Lanes<T>{});
+      const auto grad_decay = [&] {
+        if constexpr (KeyDecay) {
+          return KeyLaneDecayGrad<T>{grad_key_decays};
+        } else {
+          return UniformLaneDecayGrad<T>{grad_alpha};
+        }
+      }();
       for (int64_t i = 0; i < dv; ++i) {
         grad_v[i] = delta_rule_row_backward<Erase>(
             ds + i * dk, prev + i * dk, cur + i * dk, LaneColumns<T>{in.q}, LaneColumns<T>{in.k},
-            in.v[i], grad_output[i], in.beta, in.alpha, dk, grad_q, grad_k, grad_beta, grad_alpha);
+            in.v[i], grad_output[i], in.beta, in.template decay<KeyDecay>(), dk, grad_q, grad_k,
+            grad_beta, grad_decay);
       }
       scatter(grad_q, dk, group, rows_at(p.grad_q, group, t));
       scatter(grad_k, dk, group, rows_at(p.grad_k, group, t));
       scatter(grad_v, dv, group, rows_at(p.grad_v, group, t));
       scatter(&grad_beta, 1, group, rows_at(p.grad_beta, group, t));
-      if (p.grad_alpha) scatter(&grad_alpha, 1, group, rows_at(p.grad_alpha, group, t));
+      if (p.grad_alpha) {
+        scatter(KeyDecay ? grad_key_decays : &grad_alpha, s.decay_width(), group,
+                rows_at(p.grad_alpha, group, t));
+      }
     }
   }
   if (p.grad_state_in) scatter(ds, matrix, group, lane_rows(p.grad_state_in, matrix, group));
@@ -260,17 +305,18 @@ void for_head_groups(const DeltaRuleShape& shape, int64_t begin, int64_t end, F&
 template <typename T>
 void forward_heads(const DeltaRuleForward<T>& p, int64_t begin, int64_t end) {
   const DeltaRuleShape& s = p.shape;
-  with_update(s, [&]<bool Erase>() {
+  with_update(s, [&]<bool Erase, bool KeyDecay>() {
     with_fixed_dims(s.key_dim, s.value_dim, [&]<int64_t Dk, int64_t Dv>() {
       if constexpr (Dk * Dv <= kLanesMaxMatrix) {  // 0: sizes read at run time
         if (s.matrix_size() <= kLanesMaxMatrix) {
-          for_head_groups(s, begin, end,
-                          [&](const HeadGroup& g) { forward_group<Erase, T, Dk, Dv>(p, g); });
+          for_head_groups(s, begin, end, [&](const HeadGroup& g) {
+            forward_group<Erase, KeyDecay, T, Dk, Dv>(p, g);
+          });
           return;
         }
       }
       for (int64_t row = begin * s.value_dim; row < end * s.value_dim; ++row)
-        delta_rule_forward_row<Erase, T, Dk>(p, row);
+        delta_rule_forward_row<Erase, KeyDecay, T, Dk>(p, row);
     });
   });
 }
@@ -278,17 +324,18 @@ void forward_heads(const DeltaRuleForward<T>& p, int64_t begin, int64_t end) {
 template <typename T>
 void backward_heads(const DeltaRuleBackward<T>& p, int64_t begin, int64_t end) {
   const DeltaRuleShape& s = p.shape;
-  with_update(s, [&]<bool Erase>() {
+  with_update(s, [&]<bool Erase, bool KeyDecay>() {
     with_fixed_dims(s.key_dim, s.value_dim, [&]<int64_t Dk, int64_t Dv>() {
       if constexpr (Dk * Dv <= kLanesMaxMatrix) {
         if (s.matrix_size() <= kLanesMaxMatrix) {
-          for_head_groups(s, begin, end,
-                          [&](const HeadGroup& g) { backward_group<Erase, T, Dk, Dv>(p, g); });
+          for_head_groups(s, begin, end, [&](const HeadGroup& g) {
+            backward_group<Erase, KeyDecay, T, Dk, Dv>(p, g);
+          });
           return;
         }
       }
       for (int64_t head = begin; head < end; ++head)
-        delta_rule_backward_head<Erase, T, Dk, Dv>(p, head);
+        delta_rule_backward_head<Erase, KeyDecay, T, Dk, Dv>(p, head);
     });
   });
 }

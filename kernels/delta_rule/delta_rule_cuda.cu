@@ -10,16 +10,16 @@ namespace {
 constexpr const char* kTooLarge =
     "delta rule: the head's state is too large for the CUDA kernel's shared memory";
 
-template <bool Erase, typename T>
+template <bool Erase, bool KeyDecay, typename T>
 __global__ void delta_rule_forward_kernel(DeltaRuleForward<T> p) {
-  delta_rule_forward_thread<Erase>(p, blockIdx.x, threadIdx.x, blockDim.x);
+  delta_rule_forward_thread<Erase, KeyDecay>(p, blockIdx.x, threadIdx.x, blockDim.x);
 }
 
 // The backward of one head per block, one row of S per thread (delta_rule_row_backward on each
 // row). Rows recompute their own states (a row's step needs no other
 // row); the sums over rows into ∂q_t, ∂k_t, ∂β_t, ∂α_t go through shared memory, each added in
 // row order 0, 1, … by one thread, so the result does not depend on the block size.
-template <bool Erase, typename T>
+template <bool Erase, bool KeyDecay, typename T>
 __global__ void delta_rule_backward_kernel(DeltaRuleBackward<T> p) {
   using Acc = AccumulatorOf<T>;
   extern __shared__ unsigned char shared_bytes[];
@@ -30,7 +30,8 @@ __global__ void delta_rule_backward_kernel(DeltaRuleBackward<T> p) {
   const int64_t every = shape.checkpoint_every;
   Acc* ds = p.workspace + head_index * shape.workspace_per_head();
   Acc* states = ds + matrix;
-  // Per row: its terms of ∂q_t [dk] and ∂k_t [dk], of ∂β_t and of ∂α_t.
+  // Per row: its terms of ∂q_t [dk] and ∂k_t [dk], of ∂β_t and of ∂α_t ([dk] with KeyDecay).
+  const int64_t decay_width = KeyDecay ? dk : 1;
   Acc* row_grad_q = reinterpret_cast<Acc*>(shared_bytes);
   Acc* row_grad_k = row_grad_q + matrix;
   Acc* row_grad_beta = row_grad_k + matrix;
@@ -49,41 +50,54 @@ __global__ void delta_rule_backward_kernel(DeltaRuleBackward<T> p) {
         Acc* next = states + (t - start + 1) * matrix + i * dk;
         for (int64_t j = 0; j < dk; ++j) next[j] = next[j - matrix];
         delta_rule_row_step<Erase>(next, LoadedRow<T>{p.k.at(b, h, t)}, load(p.v.at(b, h, t)[i]),
-                                   load(*p.beta.at(b, h, t)), load_decay(p.alpha, b, h, t), dk);
+                                   load(*p.beta.at(b, h, t)), decay_at<KeyDecay>(p.alpha, b, h, t),
+                                   dk);
       }
     }
     for (int64_t t = end - 1; t >= start; --t) {
       const LoadedRow<T> q{p.q.at(b, h, t)}, k{p.k.at(b, h, t)};
-      const Acc beta = load(*p.beta.at(b, h, t)), alpha = load_decay(p.alpha, b, h, t);
+      const Acc beta = load(*p.beta.at(b, h, t));
+      const auto alpha = decay_at<KeyDecay>(p.alpha, b, h, t);
       for (int64_t i = threadIdx.x; i < dv; i += blockDim.x) {
         const Acc* before = states + (t - start) * matrix + i * dk;
         const Acc grad_output = p.grad_outputs ? load(p.grad_outputs.at(b, h, t)[i]) : Acc(0);
         for (int64_t j = 0; j < dk; ++j) row_grad_q[i * dk + j] = row_grad_k[i * dk + j] = 0;
-        row_grad_beta[i] = row_grad_alpha[i] = 0;
-        const Acc grad_v = delta_rule_row_backward<Erase>(
-            ds + i * dk, before, before + matrix, q, k, load(p.v.at(b, h, t)[i]), grad_output, beta,
-            alpha, dk, row_grad_q + i * dk, row_grad_k + i * dk, row_grad_beta[i],
-            row_grad_alpha[i]);
+        for (int64_t j = 0; j < decay_width; ++j) row_grad_alpha[i * decay_width + j] = 0;
+        row_grad_beta[i] = 0;
+        Acc grad_v;
+        if constexpr (KeyDecay) {
+          grad_v = delta_rule_row_backward<Erase>(
+              ds + i * dk, before, before + matrix, q, k, load(p.v.at(b, h, t)[i]), grad_output,
+              beta, alpha, dk, row_grad_q + i * dk, row_grad_k + i * dk, row_grad_beta[i],
+              KeyDecayGrad<Acc>{row_grad_alpha + i * dk});
+        } else {
+          grad_v = delta_rule_row_backward<Erase>(
+              ds + i * dk, before, before + matrix, q, k, load(p.v.at(b, h, t)[i]), grad_output,
+              beta, alpha, dk, row_grad_q + i * dk, row_grad_k + i * dk, row_grad_beta[i],
+              UniformDecayGrad<Acc>{row_grad_alpha[i]});
+        }
         store(grad_v, p.grad_v.at(b, h, t) + i);
       }
       __syncthreads();
       for (int64_t j = threadIdx.x; j < dk; j += blockDim.x) {
-        Acc grad_q = 0, grad_k = 0;
+        Acc grad_q = 0, grad_k = 0, grad_alpha = 0;
         for (int64_t i = 0; i < dv; ++i) {
           grad_q += row_grad_q[i * dk + j];
           grad_k += row_grad_k[i * dk + j];
+          if (KeyDecay) grad_alpha += row_grad_alpha[i * dk + j];
         }
         store(grad_q, p.grad_q.at(b, h, t) + j);
         store(grad_k, p.grad_k.at(b, h, t) + j);
+        if (KeyDecay) store(grad_alpha, p.grad_alpha.at(b, h, t) + j);
       }
       if (threadIdx.x == 0) {
         Acc grad_beta = 0, grad_alpha = 0;
         for (int64_t i = 0; i < dv; ++i) {
           grad_beta += row_grad_beta[i];
-          grad_alpha += row_grad_alpha[i];
+          if (!KeyDecay) grad_alpha += row_grad_alpha[i];
         }
         store(grad_beta, p.grad_beta.at(b, h, t));
-        if (p.grad_alpha) store(grad_alpha, p.grad_alpha.at(b, h, t));
+        if (!KeyDecay && p.grad_alpha) store(grad_alpha, p.grad_alpha.at(b, h, t));
       }
       __syncthreads();
     }
@@ -94,23 +108,42 @@ __global__ void delta_rule_backward_kernel(DeltaRuleBackward<T> p) {
   }
 }
 
+// The kernels compiled for the shape's update and decay.
+template <typename T>
+auto forward_kernel(const DeltaRuleShape& shape) -> void (*)(DeltaRuleForward<T>) {
+  if (shape.key_decay) {
+    return shape.erase ? delta_rule_forward_kernel<true, true, T>
+                       : delta_rule_forward_kernel<false, true, T>;
+  }
+  return shape.erase ? delta_rule_forward_kernel<true, false, T>
+                     : delta_rule_forward_kernel<false, false, T>;
+}
+
+template <typename T>
+auto backward_kernel(const DeltaRuleShape& shape) -> void (*)(DeltaRuleBackward<T>) {
+  if (shape.key_decay) {
+    return shape.erase ? delta_rule_backward_kernel<true, true, T>
+                       : delta_rule_backward_kernel<false, true, T>;
+  }
+  return shape.erase ? delta_rule_backward_kernel<true, false, T>
+                     : delta_rule_backward_kernel<false, false, T>;
+}
+
 template <typename T>
 bool delta_rule_forward(const DeltaRuleForward<T>& p, void* stream, const char** message) {
-  auto* kernel =
-      p.shape.erase ? delta_rule_forward_kernel<true, T> : delta_rule_forward_kernel<false, T>;
-  return launch_kernel(kernel, delta_rule_blocks(p.shape.row_count()), kDeltaRuleThreadsPerBlock, 0,
-                       stream, message, kTooLarge, p);
+  return launch_kernel(forward_kernel<T>(p.shape), delta_rule_blocks(p.shape.row_count()),
+                       kDeltaRuleThreadsPerBlock, 0, stream, message, kTooLarge, p);
 }
 
 template <typename T>
 bool delta_rule_backward(const DeltaRuleBackward<T>& p, void* stream, const char** message) {
   const DeltaRuleShape& shape = p.shape;
-  const int64_t shared =
-      (2 * shape.matrix_size() + 2 * shape.value_dim) * int64_t{sizeof(AccumulatorOf<T>)};
-  auto* kernel =
-      shape.erase ? delta_rule_backward_kernel<true, T> : delta_rule_backward_kernel<false, T>;
-  return launch_kernel(kernel, shape.head_count(), head_threads(shape.key_dim, shape.value_dim),
-                       shared, stream, message, kTooLarge, p);
+  // Each row's terms of ∂q_t, ∂k_t, ∂β_t and ∂α_t.
+  const int64_t shared = (2 * shape.matrix_size() + shape.value_dim * (1 + shape.decay_width())) *
+                         int64_t{sizeof(AccumulatorOf<T>)};
+  return launch_kernel(backward_kernel<T>(shape), shape.head_count(),
+                       head_threads(shape.key_dim, shape.value_dim), shared, stream, message,
+                       kTooLarge, p);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ TEST_CASE("ms.ops.delta_rule matches the delta rule written in Lua, outputs and 
     local base = {
       q = input({ B, H, L, dk }, 1), k = input({ B, H, L, dk }, 2), v = input({ B, H, L, dv }, 3),
       beta = input({ B, H, L }, 4):sigmoid(), alpha = input({ B, H, L }, 5):sigmoid(),
-      state = input({ B, H, dv, dk }, 6),
+      state = input({ B, H, dv, dk }, 6), key_alpha = input({ B, H, L, dk }, 9):sigmoid(),
     }
     local w_out, w_state = input({ B, H, L, dv }, 7), input({ B, H, dv, dk }, 8)
     local function leaves()
@@ -24,12 +24,17 @@ TEST_CASE("ms.ops.delta_rule matches the delta rule written in Lua, outputs and 
       return t
     end
 
-    -- S_t = α S (I − β k kᵀ) + β v kᵀ (additive: α S + β v kᵀ), o_t = S_t q_t, token by token.
-    local function written(x, additive)
+    -- S_t = α S (I − β k kᵀ) + β v kᵀ (additive: α S + β v kᵀ), o_t = S_t q_t, token by token;
+    -- with α per key column, S diag(α) in place of α S.
+    local function written(x, additive, per_key)
       local S, outputs = x.state, {}
       for t = 1, L do
         local k, v = x.k:select(3, t), x.v:select(3, t)
-        S = S * x.alpha:select(3, t):unsqueeze(-1):unsqueeze(-1)
+        if per_key then
+          S = S * x.key_alpha:select(3, t):unsqueeze(-2)
+        else
+          S = S * x.alpha:select(3, t):unsqueeze(-1):unsqueeze(-1)
+        end
         local recalled = additive and 0 or S:matmul(k:unsqueeze(-1)):squeeze(-1)
         local write = (v - recalled) * x.beta:select(3, t):unsqueeze(-1)
         S = S + write:unsqueeze(-1) * k:unsqueeze(-2)
@@ -40,19 +45,24 @@ TEST_CASE("ms.ops.delta_rule matches the delta rule written in Lua, outputs and 
 
     local function largest_gap(a, b) return (a - b):abs():amax():item() end
 
-    for _, update in ipairs{ "delta", "additive" } do
+    for _, case in ipairs{ { "delta", false }, { "additive", false }, { "delta", true },
+                           { "additive", true } } do
+      local update, per_key = case[1], case[2]
+      local what = update .. (per_key and ", α per key" or "")
       local x, y = leaves(), leaves()
-      local o1, s1 = ms.ops.delta_rule{ q = x.q, k = x.k, v = x.v, beta = x.beta, alpha = x.alpha,
+      local o1, s1 = ms.ops.delta_rule{ q = x.q, k = x.k, v = x.v, beta = x.beta,
+                                        alpha = per_key and x.key_alpha or x.alpha,
                                         state = x.state, update = update }
-      local o2, s2 = written(y, update == "additive")
-      assert(largest_gap(o1, o2) < 1e-9, update .. ": outputs")
-      assert(largest_gap(s1, s2) < 1e-9, update .. ": state")
+      local o2, s2 = written(y, update == "additive", per_key)
+      assert(largest_gap(o1, o2) < 1e-9, what .. ": outputs")
+      assert(largest_gap(s1, s2) < 1e-9, what .. ": state")
       local fused_loss = (o1 * w_out):sum() + (s1 * w_state):sum()
       local written_loss = (o2 * w_out):sum() + (s2 * w_state):sum()
       fused_loss:backward()
       written_loss:backward()
-      for _, name in ipairs{ "q", "k", "v", "beta", "alpha", "state" } do
-        assert(largest_gap(x[name]:grad(), y[name]:grad()) < 1e-9, update .. ": grad " .. name)
+      local alpha = per_key and "key_alpha" or "alpha"
+      for _, name in ipairs{ "q", "k", "v", "beta", alpha, "state" } do
+        assert(largest_gap(x[name]:grad(), y[name]:grad()) < 1e-9, what .. ": grad " .. name)
       end
     end
   )lua");
@@ -91,6 +101,16 @@ TEST_CASE("ms.ops name the argument whose shape, dtype or value is wrong") {
       Contains("option 'beta' must have q's dtype and device"));
   CHECK_THAT(run_lua(setup + "ms.ops.delta_rule{ q = q, k = q, v = v }").error,
              Contains("option 'beta' is required"));
+  CHECK_THAT(run_lua(setup + "ms.ops.delta_rule{ q = q, k = q, v = v, beta = beta, "
+                             "alpha = ms.zeros{1, 2, 5, 4} }")
+                 .error,
+             Contains("option 'alpha' must be [batch, heads, length, dk] = [1, 2, 5, 3], got "
+                      "[1, 2, 5, 4]"));
+  CHECK_THAT(run_lua(setup + "ms.ops.delta_rule{ q = q, k = q, v = v, beta = beta, "
+                             "alpha = ms.zeros{1, 2} }")
+                 .error,
+             Contains("option 'alpha' must be [batch, heads, length] or [batch, heads, length, "
+                      "dk] = [1, 2, 5], got [1, 2]"));
   CHECK_THAT(run_lua(setup + "ms.ops.delta_rule{ q = q, k = q, v = v, beta = beta, "
                              "state = ms.zeros{1, 2, 3, 4} }")
                  .error,

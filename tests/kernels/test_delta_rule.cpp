@@ -46,7 +46,7 @@ Case random_case(DeltaRuleShape shape, bool decay, unsigned seed) {
   }
   c.v = sequence(shape.value_dim, -2, 2);
   c.beta = sequence(1, 0.1, 1.9);  // both signs of the eigenvalue 1 − β
-  c.alpha = sequence(1, 0.5, 1.0);
+  c.alpha = sequence(shape.decay_width(), 0.5, 1.0);
   c.grad_outputs = sequence(shape.value_dim, -1, 1);
   c.state.resize(static_cast<size_t>(shape.head_count() * shape.matrix_size()));
   memscript::test::fill_uniform(c.state, rng, -0.5, 0.5);
@@ -91,38 +91,39 @@ struct Buffers {
 
   DeltaRuleForward<T> forward() {
     const int64_t dk = shape.key_dim, dv = shape.value_dim;
-    return {
-        view(std::as_const(q), shape.heads, shape.length, dk),
-        view(std::as_const(k), shape.heads, shape.length, dk),
-        view(std::as_const(v), shape.heads, shape.length, dv),
-        view(std::as_const(beta), shape.heads, shape.length, 1),
-        decay ? view(std::as_const(alpha), shape.heads, shape.length, 1) : SequenceView<const T>{},
-        state.data(),
-        view(outputs, shape.heads, shape.length, dv),
-        state_out.data(),
-        checkpoints.data(),
-        shape};
+    return {view(std::as_const(q), shape.heads, shape.length, dk),
+            view(std::as_const(k), shape.heads, shape.length, dk),
+            view(std::as_const(v), shape.heads, shape.length, dv),
+            view(std::as_const(beta), shape.heads, shape.length, 1),
+            decay ? view(std::as_const(alpha), shape.heads, shape.length, shape.decay_width())
+                  : SequenceView<const T>{},
+            state.data(),
+            view(outputs, shape.heads, shape.length, dv),
+            state_out.data(),
+            checkpoints.data(),
+            shape};
   }
 
   DeltaRuleBackward<T> backward() {
     const int64_t dk = shape.key_dim, dv = shape.value_dim;
-    return {
-        view(std::as_const(q), shape.heads, shape.length, dk),
-        view(std::as_const(k), shape.heads, shape.length, dk),
-        view(std::as_const(v), shape.heads, shape.length, dv),
-        view(std::as_const(beta), shape.heads, shape.length, 1),
-        decay ? view(std::as_const(alpha), shape.heads, shape.length, 1) : SequenceView<const T>{},
-        checkpoints.data(),
-        view(std::as_const(grad_outputs), shape.heads, shape.length, dv),
-        grad_state.data(),
-        view(grad_q, shape.heads, shape.length, dk),
-        view(grad_k, shape.heads, shape.length, dk),
-        view(grad_v, shape.heads, shape.length, dv),
-        view(grad_beta, shape.heads, shape.length, 1),
-        decay ? view(grad_alpha, shape.heads, shape.length, 1) : SequenceView<T>{},
-        grad_state_in.data(),
-        workspace.data(),
-        shape};
+    return {view(std::as_const(q), shape.heads, shape.length, dk),
+            view(std::as_const(k), shape.heads, shape.length, dk),
+            view(std::as_const(v), shape.heads, shape.length, dv),
+            view(std::as_const(beta), shape.heads, shape.length, 1),
+            decay ? view(std::as_const(alpha), shape.heads, shape.length, shape.decay_width())
+                  : SequenceView<const T>{},
+            checkpoints.data(),
+            view(std::as_const(grad_outputs), shape.heads, shape.length, dv),
+            grad_state.data(),
+            view(grad_q, shape.heads, shape.length, dk),
+            view(grad_k, shape.heads, shape.length, dk),
+            view(grad_v, shape.heads, shape.length, dv),
+            view(grad_beta, shape.heads, shape.length, 1),
+            decay ? view(grad_alpha, shape.heads, shape.length, shape.decay_width())
+                  : SequenceView<T>{},
+            grad_state_in.data(),
+            workspace.data(),
+            shape};
   }
 
   void run_cpu() {
@@ -136,14 +137,14 @@ struct Buffers {
   void run_emulated() {
     const DeltaRuleForward<T> f = forward();
     const DeltaRuleBackward<T> b = backward();
-    with_update(shape, [&]<bool Erase>() {
+    with_update(shape, [&]<bool Erase, bool KeyDecay>() {
       memscript::test::emulate_launch(
           delta_rule_blocks(shape.row_count()), kDeltaRuleThreadsPerBlock,
           [&](int64_t block, int64_t thread) {
-            delta_rule_forward_thread<Erase>(f, block, thread, kDeltaRuleThreadsPerBlock);
+            delta_rule_forward_thread<Erase, KeyDecay>(f, block, thread, kDeltaRuleThreadsPerBlock);
           });
       for (int64_t head = 0; head < shape.head_count(); ++head)
-        delta_rule_backward_head<Erase>(b, head);
+        delta_rule_backward_head<Erase, KeyDecay>(b, head);
     });
   }
 
@@ -156,7 +157,8 @@ struct Buffers {
 };
 
 // The recurrence as matrices, S_t = α_t S_{t-1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ (without
-// erase: α_t S_{t-1} + β_t v_t k_tᵀ), and the scalar loss Σ w_o·o + Σ w_S·S_L whose gradients the
+// erase: α_t S_{t-1} + β_t v_t k_tᵀ; with a key decay S_{t-1} diag(α_t) in place of α_t S_{t-1}),
+// and the scalar loss Σ w_o·o + Σ w_S·S_L whose gradients the
 // backward computes.
 struct Written {
   std::vector<double> outputs, state;
@@ -172,14 +174,20 @@ Written written_out(const Case& c) {
     for (int64_t t = 0; t < s.length; ++t) {
       const size_t token = static_cast<size_t>(head * s.length + t);
       const double* k = &c.k[token * dk];
-      const double beta = c.beta[token], alpha = c.decay ? c.alpha[token] : 1.0;
+      const double beta = c.beta[token];
+      const auto alpha = [&](int64_t m) {  // α_m: one per token, or one per key column
+        if (!c.decay) return 1.0;
+        return s.key_decay ? c.alpha[token * dk + m] : c.alpha[token];
+      };
       std::vector<double> next(static_cast<size_t>(s.matrix_size()));
       for (int64_t i = 0; i < dv; ++i) {
         for (int64_t j = 0; j < dk; ++j) {
-          double x = 0;  // (S (I − β k kᵀ))_ij, or S_ij
-          for (int64_t m = 0; m < dk; ++m)
-            x += S[i * dk + m] * ((m == j ? 1.0 : 0.0) - (s.erase ? beta * k[m] * k[j] : 0.0));
-          next[i * dk + j] = alpha * x + beta * c.v[token * dv + i] * k[j];
+          double x = 0;  // (S diag(α) (I − β k kᵀ))_ij, or (S diag(α))_ij
+          for (int64_t m = 0; m < dk; ++m) {
+            x += S[i * dk + m] * alpha(m) *
+                 ((m == j ? 1.0 : 0.0) - (s.erase ? beta * k[m] * k[j] : 0.0));
+          }
+          next[i * dk + j] = x + beta * c.v[token * dv + i] * k[j];
         }
       }
       std::copy(next.begin(), next.end(), S);
@@ -214,8 +222,10 @@ TEST_CASE("delta-rule kernel forward matches the recurrence written out as matri
   const bool erase = GENERATE(true, false);
   for (DeltaRuleShape shape : kShapes) {
     shape.erase = erase;
-    for (const bool decay : {false, true}) {
-      INFO("length " << shape.length << ", decay " << decay << ", erase " << erase);
+    for (const int decay_kind : {0, 1, 2}) {  // none, one per token, one per key column
+      const bool decay = decay_kind > 0;
+      shape.key_decay = decay_kind == 2;
+      INFO("length " << shape.length << ", decay " << decay_kind << ", erase " << erase);
       const Case c = random_case(shape, decay, 1);
       Buffers<double> run(c);
       run.run_cpu();
@@ -232,8 +242,10 @@ TEST_CASE("delta-rule kernel backward matches finite differences of every input"
   const bool erase = GENERATE(true, false);
   for (DeltaRuleShape shape : kShapes) {
     shape.erase = erase;
-    for (const bool decay : {false, true}) {
-      INFO("length " << shape.length << ", decay " << decay << ", erase " << erase);
+    for (const int decay_kind : {0, 1, 2}) {  // none, one per token, one per key column
+      const bool decay = decay_kind > 0;
+      shape.key_decay = decay_kind == 2;
+      INFO("length " << shape.length << ", decay " << decay_kind << ", erase " << erase);
       const Case c = random_case(shape, decay, 2);
       Buffers<double> run(c);
       run.run_cpu();
@@ -251,21 +263,24 @@ TEST_CASE("delta-rule kernels at lengths where they prefetch match the written-o
   // kPrefetchMinLength and beyond: 20 heads (a full group and a partial one) forward; the
   // backward through finite differences of β and v on two heads.
   REQUIRE(600 >= memscript::kernels::kPrefetchMinLength);
-  const Case c = random_case({5, 4, 600, 3, 4, 25}, true, 5);
+  const bool key_decay = GENERATE(false, true);
+  const Case c = random_case({5, 4, 600, 3, 4, 25, true, key_decay}, true, 5);
   Buffers<double> run(c);
   run.run_cpu();
   const Written expected = written_out(c);
   for (size_t n = 0; n < expected.outputs.size(); ++n)
     REQUIRE(run.outputs[n] == Approx(expected.outputs[n]).margin(1e-12));
-  const Case small = random_case({1, 2, 600, 3, 2, 25}, true, 6);
+  const Case small = random_case({1, 2, 600, 3, 2, 25, true, key_decay}, true, 6);
   Buffers<double> grads(small);
   grads.run_cpu();
   check_gradient(small, &Case::beta, grads.grad_beta, "beta");
   check_gradient(small, &Case::v, grads.grad_v, "v");
+  check_gradient(small, &Case::alpha, grads.grad_alpha, "alpha");
 }
 
 TEST_CASE("delta-rule gradients do not depend on the checkpoint spacing, to the bit") {
-  const Case base = random_case({2, 2, 11, 3, 4, 1}, true, 3);
+  const bool key_decay = GENERATE(false, true);
+  const Case base = random_case({2, 2, 11, 3, 4, 1, true, key_decay}, true, 3);
   Buffers<double> every_token(base);
   every_token.run_cpu();
   for (const int64_t every : {2, 3, 4, 10, 11, 20}) {
@@ -280,7 +295,8 @@ TEST_CASE("delta-rule gradients do not depend on the checkpoint spacing, to the 
 
 TEST_CASE("delta-rule kernels split into head ranges give the same bits as one range") {
   // 20 heads: a full group of heads stepped side by side and a partial one, split every 3 heads.
-  const Case c = random_case({5, 4, 6, 3, 4, 2}, true, 4);
+  const bool key_decay = GENERATE(false, true);
+  const Case c = random_case({5, 4, 6, 3, 4, 2, true, key_decay}, true, 4);
   Buffers<double> whole(c), split(c);
   whole.run_cpu();
   const DeltaRuleForward<double> f = split.forward();
@@ -294,8 +310,8 @@ TEST_CASE("delta-rule kernels split into head ranges give the same bits as one r
 
 TEST_CASE("delta-rule scalar bodies (the CUDA forward's over blocks x threads) match the CPU") {
   // More rows than a block holds and a partial last block, to exercise the guards.
-  Case c = random_case({5, 3, 9, 4, 10, 4}, true, 5);
-  c.shape.erase = GENERATE(true, false);
+  const bool erase = GENERATE(true, false), key_decay = GENERATE(false, true);
+  Case c = random_case({5, 3, 9, 4, 10, 4, erase, key_decay}, true, 5);
   REQUIRE(c.shape.row_count() > kDeltaRuleThreadsPerBlock);
   Buffers<float> cpu(c), emulated(c);
   cpu.run_cpu();
@@ -309,8 +325,8 @@ TEST_CASE(
   // read at run time. Same arithmetic in the same order: the same bits.
   for (const int64_t d : {4, 8, 16}) {
     INFO("head size " << d);
-    Case c = random_case({2, 3, 11, d, d, 4}, true, 7);
-    c.shape.erase = d != 8;  // both updates, small and large states
+    // both updates and both decays, small and large states
+    Case c = random_case({2, 3, 11, d, d, 4, d != 8, d != 4}, true, 7);
     Buffers<float> cpu(c), emulated(c);
     cpu.run_cpu();
     emulated.run_emulated();
@@ -319,7 +335,8 @@ TEST_CASE(
 }
 
 TEST_CASE("delta-rule scalar bodies in bf16 keep a float state and follow the float kernels") {
-  Case c = random_case({2, 2, 8, 4, 3, 3}, true, 6);
+  const bool key_decay = GENERATE(false, true);
+  Case c = random_case({2, 2, 8, 4, 3, 3, true, key_decay}, true, 6);
   Buffers<Bf16> bf16(c);
   bf16.run_emulated();
   // The float run sees the same bf16-rounded inputs, so only rounding of results differs.

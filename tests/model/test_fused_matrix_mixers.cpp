@@ -85,7 +85,10 @@ struct DeltaInputs {
   torch::Tensor q, k, v, beta, alpha, state;
 };
 
-DeltaInputs delta_inputs(const Shape& s, torch::ScalarType dtype, bool decay, bool with_state) {
+// α of the delta rule's inputs: none, one per head and token, or one per key column.
+enum class Decay { none, per_token, per_key };
+
+DeltaInputs delta_inputs(const Shape& s, torch::ScalarType dtype, Decay decay, bool with_state) {
   torch::manual_seed(s.length * 7 + s.batch);
   const auto options = torch::TensorOptions().dtype(dtype);
   DeltaInputs in;
@@ -93,16 +96,20 @@ DeltaInputs delta_inputs(const Shape& s, torch::ScalarType dtype, bool decay, bo
   in.k = leaf(ops::l2_normalize_reference(head_split(s, s.key_dim, dtype)));
   in.v = leaf(head_split(s, s.value_dim, dtype));
   in.beta = leaf(2 * torch::rand({s.batch, s.heads, s.length}, options));
-  if (decay) in.alpha = leaf(0.5 + 0.5 * torch::rand({s.batch, s.heads, s.length}, options));
+  if (decay == Decay::per_token)
+    in.alpha = leaf(0.5 + 0.5 * torch::rand({s.batch, s.heads, s.length}, options));
+  if (decay == Decay::per_key)  // a head-split view, as a gate projection hands it over
+    in.alpha = leaf(0.5 + 0.5 * torch::rand({s.batch, s.length, s.heads, s.key_dim}, options))
+                   .transpose(1, 2);
   if (with_state)
     in.state = leaf(torch::randn({s.batch, s.heads, s.value_dim, s.key_dim}, options));
   return in;
 }
 
-void compare_delta_rule(const Shape& s, torch::ScalarType dtype, bool decay, bool with_state,
+void compare_delta_rule(const Shape& s, torch::ScalarType dtype, Decay decay, bool with_state,
                         ops::StateUpdate update = ops::StateUpdate::delta) {
-  INFO(describe(s) << ", dtype " << dtype << ", decay " << decay << ", initial state " << with_state
-                   << ", additive " << (update == ops::StateUpdate::additive));
+  INFO(describe(s) << ", dtype " << dtype << ", decay " << int(decay) << ", initial state "
+                   << with_state << ", additive " << (update == ops::StateUpdate::additive));
   const DeltaInputs in = delta_inputs(s, dtype, decay, with_state);
   const std::vector<torch::Tensor> leaves{in.q, in.k, in.v, in.beta, in.alpha, in.state};
   const ops::DeltaRuleResult fused =
@@ -165,14 +172,14 @@ void compare_linear_attention(const Shape& s, torch::ScalarType dtype, bool with
 TEST_CASE("fused delta rule matches the reference in outputs, final state and all gradients") {
   const torch::ScalarType dtype = GENERATE(torch::kDouble, torch::kFloat);
   for (const Shape& s : kShapes)
-    for (const bool decay : {false, true})
+    for (const Decay decay : {Decay::none, Decay::per_token, Decay::per_key})
       for (const bool with_state : {false, true}) compare_delta_rule(s, dtype, decay, with_state);
 }
 
 TEST_CASE("fused additive update (retnet) matches the reference in outputs, state and gradients") {
   const torch::ScalarType dtype = GENERATE(torch::kDouble, torch::kFloat);
   for (const Shape& s : kShapes)
-    for (const bool decay : {false, true})
+    for (const Decay decay : {Decay::none, Decay::per_token, Decay::per_key})
       for (const bool with_state : {false, true})
         compare_delta_rule(s, dtype, decay, with_state, ops::StateUpdate::additive);
 }
@@ -180,7 +187,7 @@ TEST_CASE("fused additive update (retnet) matches the reference in outputs, stat
 TEST_CASE("the additive update with a fixed decay is retention's parallel form") {
   // o_t = Σ_{s≤t} γ^(t−s) β_s (q_t·k_s) v_s (Sun et al. 2023, eq. 5 with β folded into v).
   const Shape s = kShapes[1];
-  const DeltaInputs in = delta_inputs(s, torch::kDouble, false, false);
+  const DeltaInputs in = delta_inputs(s, torch::kDouble, Decay::none, false);
   const torch::Tensor gamma = torch::tensor({0.9, 0.5, 0.99}, torch::kDouble);
   REQUIRE(gamma.size(0) == s.heads);
   const torch::Tensor alpha =
@@ -213,7 +220,7 @@ TEST_CASE("the matrix-state ops run their reference on tensors the kernels do no
   // bfloat16 on the CPU has no kernel (ops::kernels_take): the op's one fallback is its
   // reference, the same bits as calling the reference.
   const Shape s = kShapes[1];
-  const DeltaInputs d = delta_inputs(s, torch::kFloat, true, true);
+  const DeltaInputs d = delta_inputs(s, torch::kFloat, Decay::per_token, true);
   const auto bf16 = [](const torch::Tensor& x) { return x.to(torch::kBFloat16); };
   const ops::DeltaRuleResult delta =
       ops::delta_rule(bf16(d.q), bf16(d.k), bf16(d.v), bf16(d.beta), bf16(d.alpha), bf16(d.state));
@@ -236,7 +243,7 @@ TEST_CASE("fused matrix-state ops give the same bits with one thread and with tw
   const Shape s{4, 4, 64, 8, 8};
   const auto run = [&](int threads) {
     at::set_num_threads(threads);
-    const DeltaInputs d = delta_inputs(s, torch::kFloat, true, true);
+    const DeltaInputs d = delta_inputs(s, torch::kFloat, Decay::per_token, true);
     const ops::DeltaRuleResult delta = ops::delta_rule(d.q, d.k, d.v, d.beta, d.alpha, d.state);
     std::vector<torch::Tensor> results{delta.outputs, delta.state};
     for (const torch::Tensor& g : gradients(weighted_sum({delta.outputs, delta.state}),

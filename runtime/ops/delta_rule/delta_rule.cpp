@@ -29,7 +29,8 @@ DeltaRuleShape shape_of(const Inputs& in) {
           in.q.size(3),
           in.v.size(3),
           delta_rule_checkpoint_every(in.q.size(2)),
-          in.update == StateUpdate::delta};
+          in.update == StateUpdate::delta,
+          in.alpha.defined() && in.alpha.dim() == 4};
 }
 
 void check_inputs(const Inputs& in) {
@@ -39,11 +40,13 @@ void check_inputs(const Inputs& in) {
               kOp,
               ": q, k [batch, heads, length, dk], v [.., dv], beta [batch, heads, length]; got ",
               in.q.sizes(), ", ", in.k.sizes(), ", ", in.v.sizes(), ", ", in.beta.sizes());
-  TORCH_CHECK(!in.alpha.defined() || in.alpha.sizes() == in.beta.sizes(), kOp,
-              ": alpha must be shaped as beta");
-  for (const torch::Tensor& x : {in.k, in.v, in.beta}) {
-    TORCH_CHECK(x.scalar_type() == in.q.scalar_type() && x.device() == in.q.device(), kOp,
-                ": all inputs must share q's dtype and device");
+  TORCH_CHECK(!in.alpha.defined() || in.alpha.sizes() == in.beta.sizes() ||
+                  in.alpha.sizes() == in.k.sizes(),
+              kOp, ": alpha must be shaped as beta or as k");
+  for (const torch::Tensor& x : {in.k, in.v, in.beta, in.alpha}) {
+    TORCH_CHECK(
+        !x.defined() || (x.scalar_type() == in.q.scalar_type() && x.device() == in.q.device()), kOp,
+        ": all inputs must share q's dtype and device");
   }
 }
 
@@ -198,8 +201,9 @@ DeltaRuleResult delta_rule(const torch::Tensor& q, const torch::Tensor& k, const
                            const torch::Tensor& beta, const torch::Tensor& alpha,
                            const torch::Tensor& state, StateUpdate update) {
   if (!kernels_take(q)) return delta_rule_reference(q, k, v, beta, alpha, state, update);
+  const torch::Tensor decay = alpha.defined() && alpha.dim() == 4 ? width_contiguous(alpha) : alpha;
   Inputs in{
-      width_contiguous(q), width_contiguous(k), width_contiguous(v), beta, alpha, state, update};
+      width_contiguous(q), width_contiguous(k), width_contiguous(v), beta, decay, state, update};
   check_inputs(in);
   if (in.state.defined()) in.state = in.state.to(state_dtype(q.scalar_type())).contiguous();
   if (!needs_grad(in)) {

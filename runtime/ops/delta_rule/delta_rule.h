@@ -5,7 +5,8 @@
 //   S_t = α_t S_{t-1} (I − β_t k_t k_tᵀ) + β_t v_t k_tᵀ,   o_t = S_t q_t
 //
 // and its additive member (StateUpdate::additive: retnet, flash-linear-attention's simple GLA),
-// which writes without erasing what k_t held: S_t = α_t S_{t-1} + β_t v_t k_tᵀ.
+// which writes without erasing what k_t held: S_t = α_t S_{t-1} + β_t v_t k_tᵀ. α is one number
+// per head and token, or one per key column (gated linear attention: S_{t-1} diag(α_t)).
 //
 // delta_rule() runs the kernels of kernels/delta_rule/ as one autograd op where they take the
 // tensors (ops::kernels_take) and delta_rule_reference() otherwise; the reference, token by token
@@ -22,8 +23,9 @@ struct DeltaRuleResult {
   torch::Tensor state;    // S after the last token: [batch, heads, dv, dk]
 };
 
-// q, k [batch, heads, length, dk]; v [batch, heads, length, dv]; beta, alpha [batch, heads,
-// length] (alpha undefined: no decay); state [batch, heads, dv, dk] or undefined (zero).
+// q, k [batch, heads, length, dk]; v [batch, heads, length, dv]; beta [batch, heads, length];
+// alpha shaped as beta, or as k (a decay per key column), or undefined (no decay); state
+// [batch, heads, dv, dk] or undefined (zero).
 // Views are read in place as long as their last dimension is contiguous. The outputs are a
 // [batch, heads, length, dv] view of a [batch, length, heads, dv] tensor, so merging the heads
 // afterwards copies nothing. Without gradients only the running state is kept.
@@ -37,8 +39,8 @@ DeltaRuleResult delta_rule_reference(const torch::Tensor& q, const torch::Tensor
                                      const torch::Tensor& alpha, const torch::Tensor& state,
                                      StateUpdate update = StateUpdate::delta);
 
-// One step: state [batch, heads, dv, dk]; k [batch, heads, dk]; v [batch, heads, dv]; beta,
-// alpha [batch, heads] (alpha undefined: 1). Returns S_t.
+// One step: state [batch, heads, dv, dk]; k [batch, heads, dk]; v [batch, heads, dv]; beta
+// [batch, heads]; alpha [batch, heads] or [batch, heads, dk] (undefined: 1). Returns S_t.
 torch::Tensor delta_rule_step(const torch::Tensor& state, const torch::Tensor& k,
                               const torch::Tensor& v, const torch::Tensor& beta,
                               const torch::Tensor& alpha = {},

@@ -5,7 +5,10 @@ namespace memscript::ops {
 torch::Tensor delta_rule_step(const torch::Tensor& state, const torch::Tensor& k,
                               const torch::Tensor& v, const torch::Tensor& beta,
                               const torch::Tensor& alpha, StateUpdate update) {
-  const torch::Tensor decayed = alpha.defined() ? state * alpha.unsqueeze(-1).unsqueeze(-1) : state;
+  // α one number per head ([batch, heads]) or one per key column ([batch, heads, dk]).
+  const torch::Tensor decayed = !alpha.defined()   ? state
+                                : alpha.dim() == 3 ? state * alpha.unsqueeze(-2)
+                                                   : state * alpha.unsqueeze(-1).unsqueeze(-1);
   if (update == StateUpdate::additive)
     return decayed + (beta.unsqueeze(-1) * v).unsqueeze(-1) * k.unsqueeze(-2);
   // α S (I − β k kᵀ) + β v kᵀ = α S + β (v − α S k) kᵀ: a rank-one correction, no dk x dk matrix.
