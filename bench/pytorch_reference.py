@@ -247,6 +247,41 @@ class RetNet(Heads):
         return self.output(o.transpose(1, 2).flatten(2) * F.silu(self.gate(x)))
 
 
+class Gla(nn.Module):
+    """Gated linear attention: S_t = S_{t-1} diag(alpha_t) + v_t k_t^T with a low-rank gate per key
+    column, alpha = exp(logsigmoid(.) / tau); per-head RMS norm, swish output gate."""
+
+    def __init__(self, d_model, config):
+        super().__init__()
+        self.heads, self.head_dim, self.key_dim = config["heads"], config["head_dim"], config["key_dim"]
+        self.tau = config["gate_normaliser"]
+        keys, width = self.heads * self.key_dim, self.heads * self.head_dim
+        self.query = linear(d_model, keys, bias=False)
+        self.key = linear(d_model, keys, bias=False)
+        self.value = linear(d_model, width, bias=False)
+        self.gate_down = linear(d_model, config["gate_rank"], bias=False)
+        self.gate_up = linear(config["gate_rank"], keys)
+        self.output_gate = linear(d_model, width, bias=False)
+        self.output = linear(width, d_model)
+
+    def split(self, x):  # [B, L, H*D] -> [B, H, L, D]
+        return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)
+
+    def forward(self, x):
+        q = self.split(self.query(x)) * self.key_dim**-0.5
+        k, v = self.split(self.key(x)), self.split(self.value(x))
+        alpha = self.split(torch.exp(F.logsigmoid(self.gate_up(self.gate_down(x))) / self.tau))
+        b, h, length, dk = k.shape
+        state = x.new_zeros(b, h, v.shape[-1], dk)
+        outputs = []
+        for t in range(length):
+            state = state * alpha[:, :, t, None, :] + v[:, :, t, :, None] * k[:, :, t, None, :]
+            outputs.append((state @ q[:, :, t, :, None])[..., 0])
+        o = torch.stack(outputs, dim=2)
+        o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.output(o.transpose(1, 2).flatten(2) * F.silu(self.output_gate(x)))
+
+
 class Mamba(nn.Module):
     def __init__(self, d_model, config):
         super().__init__()
@@ -314,6 +349,7 @@ MIXERS = {
     "gated_deltanet": lambda d_model, config: DeltaNet(d_model, config, gated=True),
     "mamba": Mamba,
     "retnet": RetNet,
+    "gla": Gla,
 }
 
 

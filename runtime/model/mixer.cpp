@@ -16,7 +16,8 @@
 
 namespace memscript {
 
-// A mixer without a header of its own: nothing but this table uses its class.
+// Mixers without a header of their own: nothing but this table uses their classes.
+Mixer make_gla_mixer(const MixerContext& context, Options& options);     // mixers/gla.cpp
 Mixer make_retnet_mixer(const MixerContext& context, Options& options);  // mixers/retnet.cpp
 
 const std::vector<MixerEntry>& mixer_entries() {
@@ -35,6 +36,12 @@ const std::vector<MixerEntry>& mixer_entries() {
        .make = make_gated_deltanet_mixer,
        .recurrent = true,
        .negative_eigenvalues = true,
+       .short_conv = true,
+       .seed_mini = {{"head_dim", option(4)}}},
+      {.name = "gla",
+       .make = make_gla_mixer,
+       .recurrent = true,
+       .negative_eigenvalues = false,
        .short_conv = true,
        .seed_mini = {{"head_dim", option(4)}}},
       {.name = "gpt",

@@ -113,9 +113,10 @@ TEST_CASE(
 TEST_CASE("short_conv leaves a mixer without it unchanged, and checks its value and mixer") {
   const Decoder plain = make_decoder("deltanet");
   CHECK_FALSE(plain->config()["layers"][0].contains("short_conv"));
-  CHECK_THROWS_WITH(make_decoder("lstm", 16, 2, 2, with_conv(4)),
-                    Catch::Matchers::Contains("'short_conv' applies to deltanet, gated_deltanet, "
-                                              "gpt, linear_attention, not lstm"));
+  CHECK_THROWS_WITH(
+      make_decoder("lstm", 16, 2, 2, with_conv(4)),
+      Catch::Matchers::Contains("'short_conv' applies to deltanet, gated_deltanet, gla, "
+                                "gpt, linear_attention, not lstm"));
   CHECK_THROWS_WITH(make_decoder("gpt", 16, 2, 2, with_conv(1)),
                     Catch::Matchers::Contains("'short_conv' must be"));
   CHECK_THROWS_WITH(make_decoder("gpt", 16, 2, 2, {{"short_conv", {2.5}}}),

@@ -61,4 +61,9 @@ HeadInputs project_heads(QkvProjections& projections, const torch::Tensor& x, in
           split_heads(ops::linear(projections.value, x), heads)};
 }
 
+torch::Tensor normalise_heads_and_gate(const torch::Tensor& outputs, const torch::Tensor& gate) {
+  const torch::Tensor normalised = outputs * torch::rsqrt(outputs.pow(2).mean(-1, true) + 1e-6);
+  return merge_heads(normalised) * gate;
+}
+
 }  // namespace memscript

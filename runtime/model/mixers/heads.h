@@ -53,4 +53,9 @@ torch::Tensor split_heads(const torch::Tensor& x, int64_t heads);
 // [batch, heads, length, width] -> [batch, length, heads * width].
 torch::Tensor merge_heads(const torch::Tensor& x);
 
+// RetNet's and GLA's read-out: each head's outputs [batch, heads, length, width] RMS-normalised
+// (the papers' GroupNorm without its affine), merged, times `gate` [batch, length, heads * width]
+// (swish(W x), already applied).
+torch::Tensor normalise_heads_and_gate(const torch::Tensor& outputs, const torch::Tensor& gate);
+
 }  // namespace memscript

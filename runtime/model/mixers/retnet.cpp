@@ -53,10 +53,8 @@ class RetNetMixerImpl : public MixerImpl {
     const ops::DeltaRuleResult out =
         fused_ ? ops::delta_rule(q, k, v, beta, alpha, carried, additive)
                : ops::delta_rule_reference(q, k, v, beta, alpha, carried, additive);
-    const torch::Tensor normalised =
-        out.outputs * torch::rsqrt(out.outputs.pow(2).mean(-1, true) + 1e-6);
     const torch::Tensor gated =
-        merge_heads(normalised) * ops::linear(gate_, x, ops::Activation::silu);
+        normalise_heads_and_gate(out.outputs, ops::linear(gate_, x, ops::Activation::silu));
     return {ops::linear(output_, gated), {{out.state}, state.position + length}};
   }
 
