@@ -169,28 +169,30 @@ TEST_CASE("an error in a Lua mixer's forward during training fails the run, chec
   )lua");
 }
 
-TEST_CASE("the stdlib's qlstm, deltanet and retnet written in Lua match the built-ins to 1e-9") {
+TEST_CASE("the stdlib's qlstm, deltanet, retnet and gla in Lua match the built-ins to 1e-9") {
   REQUIRE_LUA_OK(R"lua(
     require "memscript.mixers.qlstm"
     require "memscript.mixers.deltanet"
     require "memscript.mixers.retnet"
+    require "memscript.mixers.gla"
     local task = ms.task.parity{}
-    -- The built-in's parameter of a Lua one: gates.weight there is gates_weight here.
+    -- The built-in's parameter of a Lua one: gate_up.weight there is gate_up_weight here.
     local function built_in(name)
-      local renamed = name:gsub("%.(%a+)_weight$", ".%1.weight"):gsub("%.(%a+)_bias$", function(m)
-        return m == "forget" and ".forget_bias" or "." .. m .. ".bias"
-      end)
+      local renamed = name:gsub("%.([%w_]+)_weight$", ".%1.weight"):gsub("%.([%w_]+)_bias$",
+        function(m) return m == "forget" and ".forget_bias" or "." .. m .. ".bias" end)
       return renamed
     end
     local cases = {
       { "qlstm", { hidden = 5, gate_bias = true } },
       { "deltanet", { head_dim = 3, qkv_bias = true } },
       { "retnet", { head_dim = 3, qkv_bias = true } },
+      { "gla", { head_dim = 4, key_dim = 3, gate_rank = 2, gate_normaliser = 4 } },
     }
+    local signed = { qlstm = true, deltanet = true }
     for _, case in ipairs(cases) do
-      for _, negative in ipairs(case[1] == "retnet" and { false } or { false, true }) do
+      for _, negative in ipairs(signed[case[1]] and { false, true } or { false }) do
         local function build(mixer)
-          local layer = { mixer = mixer, negative_eigenvalues = case[1] ~= "retnet" and negative or nil }
+          local layer = { mixer = mixer, negative_eigenvalues = signed[case[1]] and negative or nil }
           for key, value in pairs(case[2]) do layer[key] = value end
           local m = ms.model.decoder{ layers = { layer, layer }, d_model = 8, heads = 2,
                                       task = task, seed = 4 }
