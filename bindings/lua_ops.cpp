@@ -6,15 +6,24 @@
 //   local o, S, z = ms.ops.linear_attention{ q =, k =, v =, sum =, normaliser =, eps = }
 //   local unit = ms.ops.l2_normalize(x)
 //   local u, window = ms.ops.causal_conv{ x =, weight =, bias =, window = }
+//   local h, last = ms.ops.diagonal_scan{ a =, b =, state = }
+//   local h_re, h_im, last_re, last_im = ms.ops.complex_scan{ lambda_re =, lambda_im =, b_re =,
+//                                                             b_im =, state_re =, state_im = }
+//   local y, h = ms.ops.selective_scan{ u =, delta =, A =, B =, C =, state =,
+//                                       negative_eigenvalues = }
+//   local o = ms.ops.causal_attention{ q =, k =, v = }
 
 #include <lua.hpp>
 
 #include "bindings/convert.h"
 #include "bindings/types.h"
+#include "runtime/ops/causal_attention/causal_attention.h"
 #include "runtime/ops/causal_conv/causal_conv.h"
+#include "runtime/ops/complex_scan/complex_scan.h"
 #include "runtime/ops/delta_rule/delta_rule.h"
 #include "runtime/ops/l2_normalize/l2_normalize.h"
 #include "runtime/ops/linear_attention/linear_attention.h"
+#include "runtime/ops/selective_scan/selective_scan.h"
 
 namespace memscript::lua {
 
@@ -129,6 +138,126 @@ int linear_attention_op(lua_State* L) {
   return 3;
 }
 
+// The required floating tensor `key` of `dims` dimensions, laid out as `layout` (its sizes are
+// the caller's to check): the first tensor of an op, whose dtype and device the others share.
+torch::Tensor leading_field(Options& options, const char* key, int64_t dims,
+                            const std::string& layout) {
+  const torch::Tensor t = tensor_field(options, key, true);
+  if (t.dim() != dims || !t.is_floating_point())
+    options.fail(key, "must be a floating " + layout + ", got " + shape_text(t.sizes()));
+  return t;
+}
+
+// ms.ops.diagonal_scan{ a, b [, state] }: h_t = a_t ⊙ h_{t−1} + b_t, elementwise, for a, b
+// [batch, length, channels] and state h_0 [batch, channels] (nil: zeros); a may take any real
+// value (negative: the sign flips). Returns h [batch, length, channels] and h_L [batch, channels].
+// The delta-rule kernels' additive update with a 1 x 1 state per channel runs it, so it is fused
+// on the CPU and CUDA with its backward.
+int diagonal_scan_op(lua_State* L) {
+  Options options = read_options(L, 1, "ms.ops.diagonal_scan");
+  const torch::Tensor a = leading_field(options, "a", 3, "[batch, length, channels]");
+  const int64_t batch = a.size(0), length = a.size(1), channels = a.size(2);
+  const torch::Tensor b = tensor_field(options, "b", true);
+  check_field(options, "b", b, {batch, length, channels}, a, "a's shape");
+  const torch::Tensor state = tensor_field(options, "state", false);
+  check_field(options, "state", state, {batch, channels}, a, "[batch, channels]");
+  options.finish();
+  // Channels as heads of a 1 x 1 state: S_t = a_t S_{t−1} + 1 · b_t · 1, read with q = 1.
+  const torch::Tensor ones = torch::ones({batch, channels, length, 1}, a.options());
+  const ops::DeltaRuleResult out = ops::delta_rule(
+      ones, ones, b.transpose(1, 2).unsqueeze(-1), ones.squeeze(-1), a.transpose(1, 2),
+      state.defined() ? state.view({batch, channels, 1, 1}) : torch::Tensor(),
+      ops::StateUpdate::additive);
+  push_object<torch::Tensor>(L, out.outputs.squeeze(-1).transpose(1, 2));
+  push_object<torch::Tensor>(L, out.state.view({batch, channels}));
+  return 2;
+}
+
+// ms.ops.complex_scan{ lambda_re, lambda_im, b_re, b_im [, state_re, state_im] }: the LRU's
+// h_t = λ ⊙ h_{t−1} + b_t in complex numbers as (re, im) pairs; λ [channels] fixed over time,
+// b [batch, length, channels], state [batch, channels] (nil: zeros). Returns h_re, h_im
+// [batch, length, channels] and the last state's re, im [batch, channels].
+int complex_scan_op(lua_State* L) {
+  Options options = read_options(L, 1, "ms.ops.complex_scan");
+  const torch::Tensor b_re = leading_field(options, "b_re", 3, "[batch, length, channels]");
+  const int64_t batch = b_re.size(0), length = b_re.size(1), channels = b_re.size(2);
+  const torch::Tensor b_im = tensor_field(options, "b_im", true);
+  check_field(options, "b_im", b_im, {batch, length, channels}, b_re, "b_re's shape");
+  torch::Tensor lambda[2], state[2];
+  const char* lambda_keys[2] = {"lambda_re", "lambda_im"};
+  const char* state_keys[2] = {"state_re", "state_im"};
+  for (int part = 0; part < 2; ++part) {
+    lambda[part] = tensor_field(options, lambda_keys[part], true);
+    check_field(options, lambda_keys[part], lambda[part], {channels}, b_re, "[channels]");
+    state[part] = tensor_field(options, state_keys[part], false);
+    check_field(options, state_keys[part], state[part], {batch, channels}, b_re,
+                "[batch, channels]");
+  }
+  if (state[0].defined() != state[1].defined())
+    options.fail(state[0].defined() ? "state_im" : "state_re", "must come with the other part");
+  options.finish();
+  for (torch::Tensor& part : state)
+    if (!part.defined()) part = torch::zeros({batch, channels}, b_re.options());
+  const ops::ComplexScanResult out =
+      ops::complex_scan(lambda[0], lambda[1], b_re, b_im, state[0], state[1]);
+  for (const torch::Tensor& t : {out.h_re, out.h_im, out.last_re, out.last_im})
+    push_object<torch::Tensor>(L, t);
+  return 4;
+}
+
+// ms.ops.selective_scan{ u, delta, A, B, C [, state] [, negative_eigenvalues = false] }: Mamba's
+// h_t = a(Δ_t A) ⊙ h_{t−1} + (Δ_t u_t) B_tᵀ, y_t = h_t C_t (without the D skip), a = exp, or
+// 2·exp − 1 with negative eigenvalues; u, delta [batch, length, channels], A [channels, states],
+// B, C [batch, length, states], state [batch, channels, states] (nil: zeros). Returns y
+// [batch, length, channels] and the last state.
+int selective_scan_op(lua_State* L) {
+  Options options = read_options(L, 1, "ms.ops.selective_scan");
+  const torch::Tensor u = leading_field(options, "u", 3, "[batch, length, channels]");
+  const int64_t batch = u.size(0), length = u.size(1), channels = u.size(2);
+  const torch::Tensor delta = tensor_field(options, "delta", true);
+  check_field(options, "delta", delta, {batch, length, channels}, u, "u's shape");
+  const torch::Tensor A = tensor_field(options, "A", true);
+  if (A.dim() != 2 || A.size(0) != channels) {
+    options.fail("A", "must be [channels, states] = [" + std::to_string(channels) +
+                          ", states], got " + shape_text(A.sizes()));
+  }
+  const int64_t states = A.size(1);
+  check_field(options, "A", A, {channels, states}, u, "[channels, states]");
+  const torch::Tensor B = tensor_field(options, "B", true);
+  check_field(options, "B", B, {batch, length, states}, u, "[batch, length, states]");
+  const torch::Tensor C = tensor_field(options, "C", true);
+  check_field(options, "C", C, {batch, length, states}, u, "[batch, length, states]");
+  torch::Tensor state = tensor_field(options, "state", false);
+  check_field(options, "state", state, {batch, channels, states}, u, "[batch, channels, states]");
+  const bool negative = options.boolean("negative_eigenvalues", false);
+  options.finish();
+  if (!state.defined()) state = torch::zeros({batch, channels, states}, u.options());
+  const ops::SelectiveScanResult out = ops::selective_scan(u, delta, A, B, C, state, negative);
+  push_object<torch::Tensor>(L, out.y);
+  push_object<torch::Tensor>(L, out.h_last);
+  return 2;
+}
+
+// ms.ops.causal_attention{ q, k, v }: softmax(q kᵀ / √head_dim + causal mask) v for q [batch,
+// heads, queries, head_dim] and k, v [batch, heads, keys, head_dim], keys ≥ queries (the queries
+// are the last of the keys' positions: earlier keys are a cache). The gpt mixer's attention.
+int causal_attention_op(lua_State* L) {
+  Options options = read_options(L, 1, "ms.ops.causal_attention");
+  const torch::Tensor q = leading_field(options, "q", 4, "[batch, heads, queries, head_dim]");
+  const torch::Tensor k = tensor_field(options, "k", true);
+  if (k.dim() != 4 || k.size(2) < q.size(2)) {
+    options.fail("k", "must be [batch, heads, keys, head_dim] with keys ≥ the " +
+                          std::to_string(q.size(2)) + " queries, got " + shape_text(k.sizes()));
+  }
+  check_field(options, "k", k, {q.size(0), q.size(1), k.size(2), q.size(3)}, q,
+              "[batch, heads, keys, head_dim]");
+  const torch::Tensor v = tensor_field(options, "v", true);
+  check_field(options, "v", v, k.sizes().vec(), q, "k's shape");
+  options.finish();
+  push_object<torch::Tensor>(L, ops::causal_attention(q, k, v));
+  return 1;
+}
+
 }  // namespace
 
 // ms.ops.causal_conv{ x, weight, bias [, window] }: u = silu(causal depthwise convolution of x
@@ -176,6 +305,10 @@ void push_op_functions(lua_State* L) {
                                        {"l2_normalize", protect<l2_normalize_op>},
                                        {"causal_conv", protect<causal_conv_op>},
                                        {"linear_attention", protect<linear_attention_op>},
+                                       {"diagonal_scan", protect<diagonal_scan_op>},
+                                       {"complex_scan", protect<complex_scan_op>},
+                                       {"selective_scan", protect<selective_scan_op>},
+                                       {"causal_attention", protect<causal_attention_op>},
                                        {nullptr, nullptr}};
   lua_newtable(L);
   luaL_setfuncs(L, functions, 0);

@@ -405,9 +405,16 @@ int tensor_requires_grad(lua_State* L) {
   return 1;
 }
 
-// t:grad() -> the gradient backward() left in t, or nil
+// t:grad() -> the gradient backward() left in t, or nil before any. Only leaves keep one;
+// asking a tensor computed from others is a mistake worth naming (libtorch would only warn).
 int tensor_grad(lua_State* L) {
-  const torch::Tensor grad = check_tensor(L, 1).grad();
+  const torch::Tensor& t = check_tensor(L, 1);
+  if (!t.is_leaf() && !t.retains_grad()) {
+    argument_error(L, 1,
+                   "a tensor computed from others keeps no gradient: only leaves made with "
+                   ":requires_grad() do");
+  }
+  const torch::Tensor grad = t.grad();
   if (!grad.defined()) {
     lua_pushnil(L);
   } else {

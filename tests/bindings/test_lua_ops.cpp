@@ -176,3 +176,151 @@ TEST_CASE("ms.ops.causal_conv matches the convolution written in Lua, in chunks 
                  .error,
              Contains("option 'window' must be [batch, channels, K - 1] = [1, 3, 3]"));
 }
+
+namespace {
+
+// Shared by the scans below: float64 leaves from seeded normals, and the largest gap between
+// two tensors' values.
+const std::string kScanHelpers = R"lua(
+  local function input(shape, seed)
+    return ms.randn(shape, { seed = seed, dtype = "float64" }):requires_grad()
+  end
+  local function twin(t) return t:detach():requires_grad() end
+  local function gap(a, b) return (a - b):abs():amax():item() end
+)lua";
+
+}  // namespace
+
+TEST_CASE("ms.ops.diagonal_scan matches h_t = a_t h_{t-1} + b_t written in Lua, with gradients") {
+  REQUIRE_LUA_OK(kScanHelpers + R"lua(
+    local B, L, D = 2, 9, 5
+    -- a in (−1, 1): both signs of the carry.
+    local a, b, h0 = input({ B, L, D }, 1):tanh():detach():requires_grad(), input({ B, L, D }, 2),
+                     input({ B, D }, 3)
+    local h, last = ms.ops.diagonal_scan{ a = a, b = b, state = h0 }
+    local a2, b2, s2 = twin(a), twin(b), twin(h0)
+    local steps = {}
+    for t = 1, L do
+      s2 = a2:select(2, t) * s2 + b2:select(2, t)
+      steps[t] = s2:unsqueeze(2)
+    end
+    local written = ms.cat(steps, 2)
+    assert(gap(h, written) < 1e-12 and gap(last, s2) < 1e-12, "outputs")
+    local w = ms.randn({ B, L, D }, { seed = 4, dtype = "float64" });
+    ((h * w):sum() + last:sum()):backward();
+    ((written * w):sum() + s2:sum()):backward()
+    for name, pair in pairs{ a = { a, a2 }, b = { b, b2 }, state = { h0, nil } } do
+      if pair[2] then assert(gap(pair[1]:grad(), pair[2]:grad()) < 1e-12, "grad " .. name) end
+    end
+    local zero_start = ms.ops.diagonal_scan{ a = a:detach(), b = b:detach() }
+    assert(gap(zero_start:select(2, 1), b:detach():select(2, 1)) == 0, "h_0 = 0 by default")
+  )lua");
+}
+
+TEST_CASE("ms.ops.complex_scan matches the LRU's complex recurrence written in Lua") {
+  REQUIRE_LUA_OK(kScanHelpers + R"lua(
+    local B, L, D = 2, 7, 3
+    local lr, li = (input({ D }, 1) * 0.5):detach():requires_grad(), (input({ D }, 2) * 0.5):detach():requires_grad()
+    local br, bi, sr, si = input({ B, L, D }, 3), input({ B, L, D }, 4), input({ B, D }, 5), input({ B, D }, 6)
+    local hr, hi, last_r, last_i = ms.ops.complex_scan{ lambda_re = lr, lambda_im = li, b_re = br,
+                                                        b_im = bi, state_re = sr, state_im = si }
+    local lr2, li2, br2, bi2 = twin(lr), twin(li), twin(br), twin(bi)
+    local r, i = twin(sr), twin(si)
+    local rs, is = {}, {}
+    for t = 1, L do
+      -- (λ h)_re = λr hr − λi hi, (λ h)_im = λr hi + λi hr
+      r, i = lr2 * r - li2 * i + br2:select(2, t), lr2 * i + li2 * r + bi2:select(2, t)
+      rs[t], is[t] = r:unsqueeze(2), i:unsqueeze(2)
+    end
+    local wr, wi = ms.cat(rs, 2), ms.cat(is, 2)
+    assert(gap(hr, wr) < 1e-12 and gap(hi, wi) < 1e-12, "outputs")
+    assert(gap(last_r, r) < 1e-12 and gap(last_i, i) < 1e-12, "last state")
+    local w = ms.randn({ B, L, D }, { seed = 7, dtype = "float64" });
+    ((hr * w):sum() + (hi * w * 2):sum() + last_r:sum()):backward();
+    ((wr * w):sum() + (wi * w * 2):sum() + r:sum()):backward()
+    for name, pair in pairs{ lambda_re = { lr, lr2 }, lambda_im = { li, li2 }, b_re = { br, br2 },
+                             b_im = { bi, bi2 } } do
+      assert(gap(pair[1]:grad(), pair[2]:grad()) < 1e-10, "grad " .. name)
+    end
+  )lua");
+}
+
+TEST_CASE("ms.ops.selective_scan matches Mamba's scan written in Lua, both eigenvalue ranges") {
+  REQUIRE_LUA_OK(kScanHelpers + R"lua(
+    local B, L, D, N = 2, 6, 3, 4
+    for _, negative in ipairs{ false, true } do
+      local u, B_, C_ = input({ B, L, D }, 1), input({ B, L, N }, 2), input({ B, L, N }, 3)
+      local delta = input({ B, L, D }, 4):softplus():detach():requires_grad()
+      local A = (-input({ D, N }, 5):exp()):detach():requires_grad()
+      local h0 = input({ B, D, N }, 6)
+      local y, last = ms.ops.selective_scan{ u = u, delta = delta, A = A, B = B_, C = C_,
+                                             state = h0, negative_eigenvalues = negative }
+      local u2, d2, A2, B2, C2, h = twin(u), twin(delta), twin(A), twin(B_), twin(C_), twin(h0)
+      local ys = {}
+      for t = 1, L do
+        local dt = d2:select(2, t):unsqueeze(3)                        -- [B, D, 1]
+        local a = (dt * A2):exp()
+        if negative then a = 2 * a - 1 end
+        h = a * h + (dt * u2:select(2, t):unsqueeze(3)) * B2:select(2, t):unsqueeze(2)
+        ys[t] = h:matmul(C2:select(2, t):unsqueeze(3)):squeeze(3):unsqueeze(2)
+      end
+      local written = ms.cat(ys, 2)
+      local what = negative and "negative eigenvalues" or "positive"
+      assert(gap(y, written) < 1e-12 and gap(last, h) < 1e-12, what .. ": outputs")
+      local w = ms.randn({ B, L, D }, { seed = 8, dtype = "float64" });
+      ((y * w):sum() + last:sum()):backward();
+      ((written * w):sum() + h:sum()):backward()
+      for name, pair in pairs{ u = { u, u2 }, delta = { delta, d2 }, A = { A, A2 }, B = { B_, B2 },
+                               C = { C_, C2 } } do
+        assert(gap(pair[1]:grad(), pair[2]:grad()) < 1e-10, what .. ": grad " .. name)
+      end
+    end
+  )lua");
+}
+
+TEST_CASE("ms.ops.causal_attention is softmax attention written in Lua, with a key cache") {
+  REQUIRE_LUA_OK(kScanHelpers + R"lua(
+    for _, head_dim in ipairs{ 4, 16 } do      -- the CPU kernel's sizes and libtorch's
+      local q, k, v = input({ 2, 2, 3, head_dim }, 1), input({ 2, 2, 5, head_dim }, 2),
+                      input({ 2, 2, 5, head_dim }, 3)
+      local o = ms.ops.causal_attention{ q = q, k = k, v = v }
+      -- Query i is the key position 2 + i: it sees keys 1 .. 2 + i.
+      local scores = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(head_dim))
+      local visible = ms.tensor{ { true, true, true, false, false }, { true, true, true, true, false },
+                                 { true, true, true, true, true } }
+      local masked = scores + (1 - visible:to("float64")) * -1e30
+      local written = masked:softmax(4):matmul(v)
+      assert(gap(o, written) < 1e-12, "head_dim " .. head_dim)
+    end
+  )lua");
+}
+
+TEST_CASE("ms.ops scans and attention name the argument that is wrong") {
+  const std::string setup = "local x = ms.zeros{2, 5, 3}; ";
+  CHECK_THAT(run_lua(setup + "ms.ops.diagonal_scan{ a = x, b = ms.zeros{2, 5, 4} }").error,
+             Contains("ms.ops.diagonal_scan: option 'b' must be a's shape = [2, 5, 3], got "
+                      "[2, 5, 4]"));
+  CHECK_THAT(run_lua(setup + "ms.ops.diagonal_scan{ a = ms.zeros{2, 5}, b = x }").error,
+             Contains("option 'a' must be a floating [batch, length, channels], got [2, 5]"));
+  CHECK_THAT(run_lua(setup + "ms.ops.complex_scan{ b_re = x, b_im = x, lambda_re = ms.zeros{3}, "
+                             "lambda_im = ms.zeros{3}, state_re = ms.zeros{2, 3} }")
+                 .error,
+             Contains("option 'state_im' must come with the other part"));
+  CHECK_THAT(run_lua(setup + "ms.ops.selective_scan{ u = x, delta = x, A = ms.zeros{4, 2}, "
+                             "B = ms.zeros{2, 5, 2}, C = ms.zeros{2, 5, 2} }")
+                 .error,
+             Contains("option 'A' must be [channels, states] = [3, states], got [4, 2]"));
+  CHECK_THAT(run_lua(setup + "ms.ops.selective_scan{ u = x, delta = x, A = ms.zeros{3, 2}, "
+                             "B = ms.zeros{2, 5, 2}, C = ms.zeros{2, 5, 3} }")
+                 .error,
+             Contains("option 'C' must be [batch, length, states] = [2, 5, 2], got [2, 5, 3]"));
+  CHECK_THAT(run_lua("local q = ms.zeros{1, 2, 4, 3}; ms.ops.causal_attention{ q = q, "
+                     "k = ms.zeros{1, 2, 3, 3}, v = ms.zeros{1, 2, 3, 3} }")
+                 .error,
+             Contains("option 'k' must be [batch, heads, keys, head_dim] with keys ≥ the 4 "
+                      "queries, got [1, 2, 3, 3]"));
+  CHECK_THAT(run_lua("local q = ms.zeros{1, 2, 4, 3}; ms.ops.causal_attention{ q = q, k = q, "
+                     "v = q:to('float64') }")
+                 .error,
+             Contains("option 'v' must have q's dtype and device"));
+}

@@ -181,6 +181,11 @@ TEST_CASE("gradients flow through the ops back to tensors marked requires_grad")
   )lua"));
   CHECK_THAT(run_lua("local x = ms.zeros{2}:requires_grad(); return (x * 2):requires_grad()").error,
              Contains("a tensor computed from others"));
+  CHECK_THAT(run_lua("local x = ms.zeros{2}:requires_grad(); (x * 2):sum():backward(); "
+                     "return (-x):grad()")
+                 .error,
+             Contains("a tensor computed from others keeps no gradient: only leaves made with "
+                      ":requires_grad() do"));
   CHECK_THAT(run_lua("return ms.zeros{2}:requires_grad():backward()").error,
              Contains("backward() needs a scalar"));
 }
