@@ -29,6 +29,8 @@
 #include "bindings/session.h"
 #include "bindings/tensor_args.h"
 #include "bindings/types.h"
+#include "runtime/ops/causal_conv/causal_conv.h"
+#include "runtime/ops/embedding/embedding.h"
 #include "runtime/ops/layer_norm/layer_norm.h"
 #include "runtime/ops/linear/linear.h"
 
@@ -378,13 +380,104 @@ int make_norm(lua_State* L, bool layer) {
 int ctx_layer_norm(lua_State* L) { return make_norm(L, true); }
 int ctx_rms_norm(lua_State* L) { return make_norm(L, false); }
 
+int apply_embedding(lua_State* L) {
+  const torch::Tensor& tokens = check_object<torch::Tensor>(L, 1);
+  const torch::Tensor& weight = check_object<torch::Tensor>(L, lua_upvalueindex(1));
+  if (tokens.scalar_type() != torch::kLong)
+    argument_error(L, 1,
+                   "an int64 tensor of indices expected, got " + dtype_name(tokens.scalar_type()));
+  const int64_t count = weight.size(0);
+  if (tokens.numel() > 0) {
+    const int64_t low = tokens.min().item<int64_t>(), high = tokens.max().item<int64_t>();
+    if (low < 0 || high >= count) {
+      argument_error(L, 1,
+                     "indices must lie in 0.." + std::to_string(count - 1) + ", got " +
+                         std::to_string(low < 0 ? low : high));
+    }
+  }
+  push_object<torch::Tensor>(L, ops::embedding(tokens, weight));
+  return 1;
+}
+
+// ctx:embedding(name, count, width [, init = "normal"]): weight[indices] as a function
+// (indices int64 of any shape, 0-based, -> [..., width]), then the weight (<name>_weight,
+// [count, width]).
+int ctx_embedding(lua_State* L) {
+  LuaMixerImpl& mixer = open_builder(L, "embedding");
+  const std::string name = name_argument(L, 2);
+  const int64_t count = positive_integer_arg(L, 3, "the number of entries");
+  const int64_t width = positive_integer_arg(L, 4, "the width");
+  check_size({count, width}, torch::kFloat32, "ctx:embedding's weight");
+  const double std = init_std(L, 5, builder_context(L).layers, "normal");
+  push_object<torch::Tensor>(
+      L, mixer.add_parameter(name + "_weight", torch::randn({count, width}) * std));
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, protect<apply_embedding>, 1);
+  lua_insert(L, -2);
+  return 2;
+}
+
+int apply_causal_conv(lua_State* L) {
+  const torch::Tensor& x = check_object<torch::Tensor>(L, 1);
+  const torch::Tensor& weight = check_object<torch::Tensor>(L, lua_upvalueindex(1));
+  const torch::Tensor& bias = check_object<torch::Tensor>(L, lua_upvalueindex(2));
+  const int64_t channels = weight.size(0), taps = weight.size(2);
+  if (x.dim() != 3 || x.size(2) != channels)
+    argument_error(
+        L, 1,
+        "[batch, length, " + std::to_string(channels) + "] expected, got " + shape_text(x.sizes()));
+  torch::Tensor window;
+  if (!lua_isnoneornil(L, 2)) {
+    window = check_object<torch::Tensor>(L, 2);
+    if (window.sizes() != at::IntArrayRef({x.size(0), channels, taps - 1}))
+      argument_error(L, 2,
+                     "the window [batch, channels, K - 1] = " +
+                         shape_text(std::vector<int64_t>{x.size(0), channels, taps - 1}) +
+                         " expected, got " + shape_text(window.sizes()));
+  }
+  if (x.scalar_type() != weight.scalar_type() ||
+      (window.defined() && window.scalar_type() != x.scalar_type()))
+    argument_error(L, 1,
+                   "the convolution's dtype (" + dtype_name(weight.scalar_type()) + ") expected");
+  const ops::CausalConvResult out = ops::causal_conv_silu(x, window, weight, bias);
+  push_object<torch::Tensor>(L, out.u);
+  push_object<torch::Tensor>(L, out.window_after);
+  return 2;
+}
+
+// ctx:causal_conv(name, channels, K): u, window = conv(x, window) as a function, silu(causal
+// depthwise convolution of the last K inputs of x [batch, length, channels], after `window`
+// [batch, channels, K − 1], the previous chunk's last inputs; nil: zeros), returning the next
+// window to carry in the state; then its weight (<name>_weight, [channels, 1, K]) and bias
+// (<name>_bias, [channels]), drawn as libtorch's Conv1d draws them (uniform ±1/√K), the init of
+// the built-in short_conv and Mamba's conv.
+int ctx_causal_conv(lua_State* L) {
+  LuaMixerImpl& mixer = open_builder(L, "causal_conv");
+  const std::string name = name_argument(L, 2);
+  const int64_t channels = positive_integer_arg(L, 3, "the number of channels");
+  const int64_t taps = positive_integer_arg(L, 4, "the number of taps K");
+  check_size({channels, taps}, torch::kFloat32, "ctx:causal_conv's weight");
+  const double bound = 1.0 / std::sqrt(static_cast<double>(taps));
+  const auto uniform = [&](std::vector<int64_t> shape) {
+    return (torch::rand(shape) * 2 - 1) * bound;
+  };
+  push_object<torch::Tensor>(L,
+                             mixer.add_parameter(name + "_weight", uniform({channels, 1, taps})));
+  push_object<torch::Tensor>(L, mixer.add_parameter(name + "_bias", uniform({channels})));
+  lua_pushvalue(L, -2);
+  lua_pushvalue(L, -2);
+  lua_pushcclosure(L, protect<apply_causal_conv>, 2);
+  lua_insert(L, -3);
+  return 3;
+}
+
 MixerBuilder& LuaMixerImpl::push_builder(const MixerContext& context) {
-  lua_createtable(L_, 0, 7);
+  lua_createtable(L_, 0, 9);
   MixerBuilder& builder = push_object<MixerBuilder>(L_, {this, context});
-  const luaL_Reg functions[] = {{"param", protect<ctx_param>},
-                                {"linear", protect<ctx_linear>},
-                                {"layer_norm", protect<ctx_layer_norm>},
-                                {"rms_norm", protect<ctx_rms_norm>}};
+  const luaL_Reg functions[] = {
+      {"param", protect<ctx_param>},           {"linear", protect<ctx_linear>},
+      {"layer_norm", protect<ctx_layer_norm>}, {"rms_norm", protect<ctx_rms_norm>},
+      {"embedding", protect<ctx_embedding>},   {"causal_conv", protect<ctx_causal_conv>}};
   for (const luaL_Reg& function : functions) {
     lua_pushvalue(L_, -1);
     lua_pushcclosure(L_, function.func, 1);

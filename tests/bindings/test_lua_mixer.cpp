@@ -88,6 +88,67 @@ TEST_CASE("a Lua mixer trains, saves, loads and re-runs to the same numbers") {
   )lua");
 }
 
+TEST_CASE("ctx:embedding and ctx:causal_conv hold their weights and keep chunks = one pass") {
+  REQUIRE_LUA_OK(R"lua(
+    ms.mixer.define{
+      name = "conv_embed",
+      init = function(ctx, opts)
+        local self = {}
+        self.conv, self.conv_weight, self.conv_bias = ctx:causal_conv("conv", ctx.d_model, 3)
+        self.position, self.table = ctx:embedding("position", 64, ctx.d_model)
+        self.out = ctx:linear("out", ctx.d_model, ctx.d_model, { init = "output" })
+        return self
+      end,
+      forward = function(self, x, state)
+        local start = state and state.position or 0
+        local u, window = self.conv(x, state and state[1])
+        local p = self.position(ms.arange(start, start + x:shape()[2]))   -- [length, d_model]
+        return self.out(u + p), { window }
+      end,
+    }
+    local task = ms.task.parity{}
+    local m = ms.model.decoder{ mixer = "conv_embed", d_model = 6, heads = 2, task = task, seed = 2 }
+    m:to("cpu", "float64")
+    local params = m:named_parameters()
+    local w = params["blocks.0.mixer.conv_weight"]
+    assert(w:shape()[1] == 6 and w:shape()[2] == 1 and w:shape()[3] == 3, "conv weight shape")
+    -- libtorch's Conv1d init: uniform within ±1/√K.
+    assert(w:abs():amax():item() <= 1 / math.sqrt(3) and w:abs():amax():item() > 0.1, "conv init")
+    assert(params["blocks.0.mixer.position_weight"]:shape()[1] == 64, "embedding shape")
+    local b = task:sample{ batch = 2, length = 9 }
+    local whole = m:forward(b.inputs)
+    local first, state = m:forward(b.inputs:narrow(2, 1, 4))
+    local rest = m:forward(b.inputs:narrow(2, 5, 5), state)
+    assert((ms.cat({ first, rest }, 2) - whole):abs():amax():item() < 1e-12, "chunks")
+    m:loss(b):backward()
+    for name, p in pairs(m:named_parameters()) do
+      assert(p:grad() and p:grad():abs():sum():item() > 0, "no gradient for " .. name)
+    end
+  )lua");
+  const std::string define = R"lua(
+    ms.mixer.define{ name = "probe", init = function(ctx)
+      local self = {}
+      self.conv = ctx:causal_conv("conv", ctx.d_model, 2)
+      self.embed = ctx:embedding("e", 4, ctx.d_model)
+      return self
+    end, forward = function(self, x, state) return BODY end }
+    ms.model.decoder{ mixer = "probe", d_model = 4, task = ms.task.parity{} }
+  )lua";
+  const auto with_body = [&](const std::string& body) {
+    std::string code = define;
+    code.replace(code.find("BODY"), 4, body);
+    return run_lua(code).error;
+  };
+  CHECK_THAT(with_body("x + self.embed(ms.arange(0, 5))"),
+             Contains("indices must lie in 0..3, got 4"));
+  CHECK_THAT(with_body("x + self.embed(ms.zeros{2})"),
+             Contains("an int64 tensor of indices expected, got float32"));
+  CHECK_THAT(with_body("self.conv(x:narrow(3, 1, 3))"),
+             Contains("[batch, length, 4] expected, got"));
+  CHECK_THAT(with_body("self.conv(x, ms.zeros{1, 4, 3})"),
+             Contains("the window [batch, channels, K - 1] ="));
+}
+
 TEST_CASE("a wrong Lua mixer definition is one line naming what is wrong") {
   const auto define = [](const std::string& fields) {
     return "ms.mixer.define{ name = 'bad', " + fields +
