@@ -54,6 +54,9 @@ bool incomplete(lua_State* L, int status) {
 Interpreter::Interpreter(Settings settings) : L_(luaL_newstate()) {
   if (!L_) throw std::runtime_error("cannot create a Lua state (out of memory)");
   lua_setallocf(L_, lua_allocate, nullptr);
+  // Generational collection: a script makes many short-lived objects (a Lua mixer's tensors
+  // each step, a Lua task's tables per sequence), which minor collections free cheaply.
+  lua_gc(L_, LUA_GCGEN, 0, 0);
   session_.settings = std::move(settings);
   attach_session(L_, &session_);
   lua_pushcfunction(L_, set_up);

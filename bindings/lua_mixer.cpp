@@ -97,20 +97,13 @@ class LuaMixerImpl : public MixerImpl {
 
   using MixerImpl::forward;
   MixerOutput forward(const torch::Tensor& x, const MixerState& state) override {
-    StackGuard guard(L_);
-    definition_->forward->push();
-    self_->push();
-    push_object<torch::Tensor>(L_, x);
-    push_state(state);
-    call_lua(L_, 3, 2);
-    const torch::Tensor* y = test_object<torch::Tensor>(L_, -2);
-    if (!y) fail("forward must return a tensor first, got " + std::string(luaL_typename(L_, -2)));
-    if (y->sizes() != x.sizes() || y->scalar_type() != x.scalar_type()) {
-      fail("forward must return a tensor of x's shape " + shape_text(x.sizes()) + " and dtype " +
-           c10::toString(x.scalar_type()) + ", got " + shape_text(y->sizes()) + " " +
-           c10::toString(y->scalar_type()));
-    }
-    return {*y, {read_state(-1, state), state.position + x.size(1)}};
+    MixerOutput out = call_forward(x, state);
+    // The collector sees each tensor forward made as a userdata of a few bytes, so at its own
+    // pace it would keep many steps' activations alive (and the allocator handing out fresh
+    // pages for new ones); one minor collection per call (the interpreter runs the generational
+    // mode) frees them once autograd lets go.
+    lua_gc(L_, LUA_GCSTEP, 0);
+    return out;
   }
 
   nlohmann::json config() const override {
@@ -130,6 +123,23 @@ class LuaMixerImpl : public MixerImpl {
   }
 
  private:
+  MixerOutput call_forward(const torch::Tensor& x, const MixerState& state) {
+    StackGuard guard(L_);
+    definition_->forward->push();
+    self_->push();
+    push_object<torch::Tensor>(L_, x);
+    push_state(state);
+    call_lua(L_, 3, 2);
+    const torch::Tensor* y = test_object<torch::Tensor>(L_, -2);
+    if (!y) fail("forward must return a tensor first, got " + std::string(luaL_typename(L_, -2)));
+    if (y->sizes() != x.sizes() || y->scalar_type() != x.scalar_type()) {
+      fail("forward must return a tensor of x's shape " + shape_text(x.sizes()) + " and dtype " +
+           c10::toString(x.scalar_type()) + ", got " + shape_text(y->sizes()) + " " +
+           c10::toString(y->scalar_type()));
+    }
+    return {*y, {read_state(-1, state), state.position + x.size(1)}};
+  }
+
   void check_new_name(const std::string& name) const {
     if (name.empty() || name.find('.') != std::string::npos)
       throw UserError("a parameter's name must be non-empty and without '.', got '" + name + "'");
