@@ -8,6 +8,8 @@
 
 #include <lua.hpp>
 
+#include <optional>
+
 #include "bindings/convert.h"
 #include "bindings/session.h"
 #include "bindings/tensor_args.h"
@@ -210,6 +212,138 @@ torch::Tensor elu_of(const torch::Tensor& t) { return torch::elu(t); }
 torch::Tensor relu_of(const torch::Tensor& t) { return t.relu(); }
 torch::Tensor abs_of(const torch::Tensor& t) { return t.abs(); }
 torch::Tensor sqrt_of(const torch::Tensor& t) { return t.sqrt(); }
+torch::Tensor logsigmoid_of(const torch::Tensor& t) { return torch::log_sigmoid(t); }
+
+// ms.maximum(a, b), ms.minimum(a, b): elementwise, broadcast like the operators.
+int maximum(lua_State* L) {
+  return binary(L, "ms.maximum",
+                [](const auto& a, const auto& b) { return torch::maximum(a, b.to(a.dtype())); });
+}
+int minimum(lua_State* L) {
+  return binary(L, "ms.minimum",
+                [](const auto& a, const auto& b) { return torch::minimum(a, b.to(a.dtype())); });
+}
+
+// ms.where(condition, a, b): a where the bool condition holds, b elsewhere; all three broadcast.
+int where(lua_State* L) {
+  const torch::Tensor& condition = check_tensor(L, 1);
+  if (condition.scalar_type() != torch::kBool)
+    argument_error(L, 1, "a bool tensor expected, got " + dtype_name(condition.scalar_type()));
+  const torch::Tensor a = operand(L, 2, "ms.where");
+  const torch::Tensor b = operand(L, 3, "ms.where");
+  const std::vector<int64_t> values = broadcast_shape(a, b, "ms.where");
+  const std::vector<int64_t> shape =
+      broadcast_shape(condition, torch::zeros({}, torch::kBool).expand(values), "ms.where");
+  check_size(shape, torch::promote_types(a.scalar_type(), b.scalar_type()), "ms.where's result");
+  const bool a_number = !test_object<torch::Tensor>(L, 2),
+             b_number = !test_object<torch::Tensor>(L, 3);
+  // A number takes the other side's dtype, as in the operators.
+  const torch::Tensor left = a_number && !b_number ? a.to(b.dtype()) : a;
+  const torch::Tensor right = b_number && !a_number ? b.to(a.dtype()) : b;
+  push_object<torch::Tensor>(L, torch::where(condition, left, right));
+  return 1;
+}
+
+// t:clamp(min, max): each bound a number or nil (none).
+int tensor_clamp(lua_State* L) {
+  const torch::Tensor& t = check_tensor(L, 1);
+  std::optional<at::Scalar> bounds[2];
+  for (int arg = 2; arg <= 3; ++arg) {
+    if (lua_isnoneornil(L, arg)) continue;
+    if (lua_type(L, arg) != LUA_TNUMBER)
+      argument_error(L, arg, std::string("a number or nil expected, got ") + luaL_typename(L, arg));
+    bounds[arg - 2] = lua_isinteger(L, arg)
+                          ? at::Scalar(static_cast<int64_t>(lua_tointeger(L, arg)))
+                          : at::Scalar(lua_tonumber(L, arg));
+  }
+  if (!bounds[0] && !bounds[1]) argument_error(L, 2, "at least one bound expected");
+  if (bounds[0] && bounds[1] && bounds[0]->toDouble() > bounds[1]->toDouble())
+    argument_error(L, 3, "a max below the min");
+  push_object<torch::Tensor>(L, torch::clamp(t, bounds[0], bounds[1]));
+  return 1;
+}
+
+// t:expand{ sizes }: a view repeating dimensions of size 1 (−1 keeps a size; new leading
+// dimensions may be added), as NumPy's broadcast_to.
+int tensor_expand(lua_State* L) {
+  const torch::Tensor& t = check_tensor(L, 1);
+  table_arg(L, 2);
+  const lua_Integer count = static_cast<lua_Integer>(lua_rawlen(L, 2));
+  std::vector<int64_t> shape;
+  for (lua_Integer i = 1; i <= count && i <= 16; ++i) {
+    lua_rawgeti(L, 2, i);
+    shape.push_back(lua_isinteger(L, -1) ? lua_tointeger(L, -1) : -2);
+    lua_pop(L, 1);
+  }
+  const int64_t lead = static_cast<int64_t>(shape.size()) - t.dim();
+  bool fits = count <= 16 && lead >= 0;
+  std::vector<int64_t> sizes(shape.size());
+  for (int64_t k = 0; fits && k < static_cast<int64_t>(shape.size()); ++k) {
+    const int64_t wanted = shape[static_cast<size_t>(k)];
+    const int64_t have = k < lead ? -1 : t.size(k - lead);
+    if (wanted == -1) {
+      fits = have >= 0;  // −1 keeps a size t has
+      sizes[static_cast<size_t>(k)] = have;
+    } else {
+      fits = wanted >= 0 && (have == -1 || have == wanted || have == 1);
+      sizes[static_cast<size_t>(k)] = wanted;
+    }
+  }
+  if (!fits) {
+    argument_error(L, 2,
+                   "sizes " + shape_text(shape) + " are not a broadcast of " +
+                       shape_text(t.sizes()) +
+                       " (whole numbers; a size 1 repeats, -1 keeps one; new dimensions lead)");
+  }
+  push_object<torch::Tensor>(L, t.expand(sizes));
+  return 1;
+}
+
+// The indices of t:index and t:gather: an int64 tensor whose values are 0-based (values, as
+// ms.arange's and the tokens', not Lua positions), each inside dimension d of t.
+void check_indices(lua_State* L, int arg, const torch::Tensor& indices, const torch::Tensor& t,
+                   int64_t d) {
+  if (indices.scalar_type() != torch::kLong)
+    argument_error(L, arg,
+                   "an int64 tensor of indices expected, got " + dtype_name(indices.scalar_type()));
+  if (indices.numel() == 0) return;
+  const int64_t low = indices.min().item<int64_t>(), high = indices.max().item<int64_t>();
+  if (low < 0 || high >= t.size(d)) {
+    argument_error(L, arg,
+                   "index " + std::to_string(low < 0 ? low : high) + " is outside 0 .. " +
+                       std::to_string(t.size(d) - 1) + " (dimension " + std::to_string(d + 1) +
+                       " of " + shape_text(t.sizes()) + "; indices are 0-based values)");
+  }
+}
+
+// t:index(d, indices): the entries of dimension d at the 0-based indices [n] (index_select).
+int tensor_index(lua_State* L) {
+  const torch::Tensor& t = check_tensor(L, 1);
+  const int64_t d = check_dim(L, 2, t);
+  const torch::Tensor& indices = check_tensor(L, 3);
+  if (indices.dim() != 1)
+    argument_error(L, 3, "a 1-dim tensor of indices expected, got " + shape_text(indices.sizes()));
+  check_indices(L, 3, indices, t, d);
+  push_object<torch::Tensor>(L, t.index_select(d, indices));
+  return 1;
+}
+
+// t:gather(d, indices): out[..i..] = t[..indices[..i..]..] along d, indices of t's rank.
+int tensor_gather(lua_State* L) {
+  const torch::Tensor& t = check_tensor(L, 1);
+  const int64_t d = check_dim(L, 2, t);
+  const torch::Tensor& indices = check_tensor(L, 3);
+  bool fits = indices.dim() == t.dim();
+  for (int64_t k = 0; fits && k < t.dim(); ++k) fits = k == d || indices.size(k) <= t.size(k);
+  if (!fits)
+    argument_error(L, 3,
+                   "indices of " + std::to_string(t.dim()) + " dimensions, no larger than " +
+                       shape_text(t.sizes()) + " but along dimension " + std::to_string(d + 1) +
+                       ", expected, got " + shape_text(indices.sizes()));
+  check_indices(L, 3, indices, t, d);
+  push_object<torch::Tensor>(L, t.gather(d, indices));
+  return 1;
+}
 
 // a:matmul(b): the last dimension of a against the second-to-last of b (the last of a vector),
 // leading dimensions broadcast.
@@ -368,6 +502,9 @@ int along(lua_State* L) {
       break;
     case 3:
       push_object<torch::Tensor>(L, t.log_softmax(d));
+      break;
+    case 5:
+      push_object<torch::Tensor>(L, std::get<0>(t.cummax(d)));
       break;
     default:
       push_object<torch::Tensor>(L, t.norm(2, d, lua_toboolean(L, 3)));
@@ -614,6 +751,12 @@ void add_tensor_math(lua_State* L) {
                                      {"relu", protect<unary<relu_of>>},
                                      {"abs", protect<unary<abs_of>>},
                                      {"sqrt", protect<unary<sqrt_of>>},
+                                     {"logsigmoid", protect<unary<logsigmoid_of>>},
+                                     {"clamp", protect<tensor_clamp>},
+                                     {"expand", protect<tensor_expand>},
+                                     {"index", protect<tensor_index>},
+                                     {"gather", protect<tensor_gather>},
+                                     {"cummax", protect<along<5>>},
                                      {"matmul", protect<tensor_matmul>},
                                      {"reshape", protect<tensor_reshape>},
                                      {"transpose", protect<tensor_transpose>},
@@ -647,11 +790,17 @@ void add_tensor_math(lua_State* L) {
 }
 
 void push_tensor_constructors(lua_State* L) {
-  static const luaL_Reg functions[] = {
-      {"zeros", protect<create<0>>},         {"ones", protect<create<1>>},
-      {"randn", protect<create<2>>},         {"arange", protect<arange>},
-      {"causal_mask", protect<causal_mask>}, {"cat", protect<cat>},
-      {"einsum", protect<einsum>},           {nullptr, nullptr}};
+  static const luaL_Reg functions[] = {{"zeros", protect<create<0>>},
+                                       {"ones", protect<create<1>>},
+                                       {"randn", protect<create<2>>},
+                                       {"arange", protect<arange>},
+                                       {"causal_mask", protect<causal_mask>},
+                                       {"cat", protect<cat>},
+                                       {"einsum", protect<einsum>},
+                                       {"maximum", protect<maximum>},
+                                       {"minimum", protect<minimum>},
+                                       {"where", protect<where>},
+                                       {nullptr, nullptr}};
   luaL_setfuncs(L, functions, 0);
 }
 

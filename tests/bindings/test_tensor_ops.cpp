@@ -189,3 +189,57 @@ TEST_CASE("gradients flow through the ops back to tensors marked requires_grad")
   CHECK_THAT(run_lua("return ms.zeros{2}:requires_grad():backward()").error,
              Contains("backward() needs a scalar"));
 }
+
+TEST_CASE("maximum, minimum, where, clamp, logsigmoid and cummax give their formulas") {
+  REQUIRE_LUA_OK(R"lua(
+    local a, b = ms.tensor{ 1.0, -2.0, 3.0 }, ms.tensor{ 0.5, 4.0, 3.0 }
+    local function same(t, list)
+      for i, v in ipairs(t:tolist()) do
+        if math.abs(v - list[i]) > 1e-6 then return false end
+      end
+      return #t:tolist() == #list
+    end
+    assert(same(ms.maximum(a, b), { 1, 4, 3 }) and same(ms.minimum(a, b), { 0.5, -2, 3 }))
+    assert(same(ms.maximum(a, 0), { 1, 0, 3 }), "a number broadcasts")
+    assert(ms.maximum(a, 0):dtype() == "float32", "and takes the tensor's dtype")
+    assert(same(ms.where(a:eq(3), a, b), { 0.5, 4, 3 }) and same(ms.where(a:eq(1), 0, b), { 0, 4, 3 }))
+    assert(same(a:clamp(0, 2), { 1, 0, 2 }) and same(a:clamp(nil, 0), { 0, -2, 0 }))
+    local x = ms.tensor{ -30.0, 0.0, 2.0 }:to("float64")
+    for i, v in ipairs(x:logsigmoid():tolist()) do
+      local z = x:tolist()[i]
+      assert(math.abs(v - (-math.log(1 + math.exp(-z)))) < 1e-12, "logsigmoid")
+    end
+    assert(same(ms.tensor{ 1.0, 3.0, 2.0, 5.0 }:cummax(1), { 1, 3, 3, 5 }), "cummax")
+  )lua");
+  CHECK_THAT(run_lua("ms.maximum(ms.zeros{2}, ms.zeros{3})").error,
+             Contains("ms.maximum: shapes [2] and [3] do not broadcast"));
+  CHECK_THAT(run_lua("ms.where(ms.zeros{2}, 1, 2)").error,
+             Contains("bad argument #1 to 'where' (a bool tensor expected, got float32)"));
+  CHECK_THAT(run_lua("ms.zeros{2}:clamp(1, 0)").error, Contains("a max below the min"));
+  CHECK_THAT(run_lua("ms.zeros{2}:clamp()").error, Contains("at least one bound expected"));
+}
+
+TEST_CASE("expand, index and gather take 0-based index tensors and name what they refuse") {
+  REQUIRE_LUA_OK(R"lua(
+    local t = ms.tensor{ { 1, 2, 3 }, { 4, 5, 6 } }
+    local e = ms.tensor{ { 7 }, { 8 } }:expand{ 3, -1, 4 }
+    assert(e:shape()[1] == 3 and e:shape()[2] == 2 and e:shape()[3] == 4)
+    assert(e:tolist()[3][2][4] == 8, "a size 1 repeats")
+    local picked = t:index(2, ms.tensor{ 2, 0 })
+    assert(picked:tolist()[1][1] == 3 and picked:tolist()[2][2] == 4, "index_select")
+    local g = t:gather(2, ms.tensor{ { 0, 0 }, { 2, 1 } })
+    assert(g:tolist()[1][2] == 1 and g:tolist()[2][1] == 6 and g:tolist()[2][2] == 5, "gather")
+    -- Gradients reach the gathered entries only.
+    local w = ms.tensor{ 1.0, 2.0, 3.0 }:to("float64"):requires_grad()
+    w:index(1, ms.tensor{ 2, 2 }):sum():backward()
+    assert(w:grad():tolist()[1] == 0 and w:grad():tolist()[3] == 2)
+  )lua");
+  CHECK_THAT(run_lua("ms.zeros{2, 3}:expand{ 2, 4 }").error,
+             Contains("sizes [2, 4] are not a broadcast of [2, 3]"));
+  CHECK_THAT(run_lua("ms.zeros{2, 3}:index(2, ms.tensor{ 3 })").error,
+             Contains("index 3 is outside 0 .. 2 (dimension 2 of [2, 3]; indices are 0-based"));
+  CHECK_THAT(run_lua("ms.zeros{2, 3}:index(1, ms.zeros{1})").error,
+             Contains("an int64 tensor of indices expected, got float32"));
+  CHECK_THAT(run_lua("ms.zeros{2, 3}:gather(2, ms.tensor{ 0 })").error,
+             Contains("indices of 2 dimensions, no larger than [2, 3]"));
+}
