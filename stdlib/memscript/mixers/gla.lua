@@ -41,8 +41,7 @@ ms.mixer.define{
     end
     local q = heads(self.query(x)) * (1 / math.sqrt(self.key_dim))
     local k, v = heads(self.key(x)), heads(self.value(x))
-    local log_gate = -(-self.gate_up(self.gate_down(x))):softplus()   -- logsigmoid
-    local alpha = heads((log_gate / self.tau):exp())
+    local alpha = heads((self.gate_up(self.gate_down(x)):logsigmoid() / self.tau):exp())
     local beta = x:new_zeros{ batch, self.heads, length } + 1
     local o, S = ms.ops.delta_rule{ q = q, k = k, v = v, beta = beta, alpha = alpha,
                                     state = state and state[1], update = "additive" }

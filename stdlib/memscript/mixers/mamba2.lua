@@ -57,11 +57,7 @@ ms.mixer.define{
                                           window = state and state[2] }
     local xs = u:narrow(3, 1, E):reshape{ batch, length, H, P }:transpose(2, 3)  -- [b, H, L, P]
     -- B and C, one group: the same [batch, length, N] for every head.
-    local function shared(t)
-      local copies = {}
-      for h = 1, H do copies[h] = t:unsqueeze(2) end
-      return ms.cat(copies, 2)
-    end
+    local function shared(t) return t:unsqueeze(2):expand{ batch, H, length, N } end
     local B, C = shared(u:narrow(3, E + 1, N)), shared(u:narrow(3, E + N + 1, N))
     local dt = projected:narrow(3, 2 * E + 2 * N + 1, H)
     local delta = (dt + self.dt_bias):softplus():transpose(2, 3)                -- Δ [batch, H, L]

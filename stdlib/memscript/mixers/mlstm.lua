@@ -1,6 +1,6 @@
 -- xLSTM's mLSTM written in the script: the matrix memory runs on the fused delta-rule kernel's
 -- additive update (ms.ops.delta_rule{ update = "additive" }), the normaliser n riding along as
--- one more value column of ones, the stabiliser m a loop over time on [batch, heads] tensors.
+-- one more value column of ones, the stabiliser m a running maximum (cummax) over time.
 --
 -- Beck et al., "xLSTM: Extended Long Short-Term Memory", 2024 (the mLSTM's equations and, from
 -- its appendix, their stabilised form). Per head, with q_t = W_q x_t, k_t = W_k x_t / √head_dim
@@ -24,9 +24,6 @@
 --
 --   require "memscript.mixers.mlstm"
 --   local m = ms.model.decoder{ mixer = "mlstm_lua", heads = 4, task = task }
-
--- max(a, b) elementwise, exact (no rounding): the larger of the two along a new last dimension.
-local function maximum(a, b) return ms.cat({ a:unsqueeze(-1), b:unsqueeze(-1) }, -1):amax(-1) end
 
 ms.mixer.define{
   name = "mlstm_lua",
@@ -59,24 +56,21 @@ ms.mixer.define{
     local k = heads(self.key(x)) * (1 / math.sqrt(d))
     local i_pre = self.input_gate(x):transpose(2, 3)                  -- ĩ [batch, heads, length]
     local f_pre = (self.forget_gate(x) + self.forget_bias):transpose(2, 3)
-    local log_f = self.exp_forget and f_pre or -(-f_pre):softplus()   -- log σ(f̃) = −softplus(−f̃)
-    -- The stabiliser, without gradient (the outputs do not depend on it).
-    local m = state and state[2] or x:new_zeros{ batch, H }
-    local lf, li = log_f:detach(), i_pre:detach()
-    local before, after = {}, {}
-    for t = 1, length do
-      before[t] = m:unsqueeze(3)
-      m = maximum(lf:select(3, t) + m, li:select(3, t))
-      after[t] = m:unsqueeze(3)
-    end
-    local m_before, m_after = ms.cat(before, 3), ms.cat(after, 3)
+    local log_f = self.exp_forget and f_pre or f_pre:logsigmoid()
+    -- The stabiliser, without gradient (the outputs do not depend on it), without a loop:
+    -- m_t = max(log f_t + m_{t−1}, ĩ_t) is F_t + max(m_0, max_{s≤t}(ĩ_s − F_s)), F = cumsum(log f).
+    local m0 = state and state[2] or x:new_zeros{ batch, H }
+    local F = log_f:detach():cumsum(3)
+    local m_after = F + ms.maximum((i_pre:detach() - F):cummax(3), m0:unsqueeze(3))
+    local m_before = ms.cat({ m0:unsqueeze(3), m_after:narrow(3, 1, length - 1) }, 3)
+    local m = m_after:select(3, length)
     local alpha = (log_f + m_before - m_after):exp()
     local beta = (i_pre - m_after):exp()
     -- v' = [v, 1]: the state's last row is ñ, the output's last column ñᵀq.
     local ones = x:new_zeros{ batch, H, length, 1 } + 1
     local o, S = ms.ops.delta_rule{ q = q, k = k, v = ms.cat({ v, ones }, 4), beta = beta,
                                     alpha = alpha, state = state and state[1], update = "additive" }
-    local denominator = maximum(o:narrow(4, d + 1, 1):abs(), (-m_after):exp():unsqueeze(4))
+    local denominator = ms.maximum(o:narrow(4, d + 1, 1):abs(), (-m_after):exp():unsqueeze(4))
     local h = (o:narrow(4, 1, d) / denominator):transpose(2, 3)          -- [batch, length, H, d]
     local centred = h - h:mean(4, true)
     local normed = centred / ((centred * centred):mean(4, true) + 1e-5):sqrt()

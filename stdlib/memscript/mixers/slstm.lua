@@ -23,8 +23,7 @@
 --   require "memscript.mixers.slstm"
 --   local m = ms.model.decoder{ mixer = "slstm_lua", heads = 4, task = task }
 
--- max(a, b) elementwise, exact (no rounding): the larger of the two along a new last dimension.
-local function maximum(a, b) return ms.cat({ a:unsqueeze(-1), b:unsqueeze(-1) }, -1):amax(-1) end
+local maximum = ms.maximum
 
 ms.mixer.define{
   name = "slstm_lua",
@@ -62,7 +61,7 @@ ms.mixer.define{
       local g = pre:select(2, t) + recurrent:reshape{ batch, 4, width }
       local i_pre = g:select(2, 1)
       local f_pre = g:select(2, 2) + self.forget_bias
-      local log_f = self.exp_forget and f_pre or -(-f_pre):softplus()  -- log σ(f̃) = −softplus(−f̃)
+      local log_f = self.exp_forget and f_pre or f_pre:logsigmoid()
       local m_new = maximum(log_f:detach() + m, i_pre:detach())        -- no gradient: h ignores m
       local i, f = (i_pre - m_new):exp(), (log_f + m - m_new):exp()
       c = f * c + i * g:select(2, 3):tanh()
