@@ -31,11 +31,11 @@ inline Ran run_lua(const std::string& code, bool unsafe = false) {
 }
 
 // Runs `code` and expects it to succeed (its asserts are the checks).
-#define REQUIRE_LUA_OK(source)                           \
-  do {                                                   \
-    const ::memscript::test::Ran ran_ = run_lua(source); \
-    INFO(ran_.error);                                    \
-    REQUIRE(ran_.code == 0);                             \
+#define REQUIRE_LUA_OK(source)                                              \
+  do {                                                                      \
+    const ::memscript::test::Ran ran_ = ::memscript::test::run_lua(source); \
+    INFO(ran_.error);                                                       \
+    REQUIRE(ran_.code == 0);                                                \
   } while (false)
 
 }  // namespace memscript::test
