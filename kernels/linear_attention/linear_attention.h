@@ -14,6 +14,14 @@
 // The forward saves only d_t (one number per token) for the backward, and nothing at all
 // without gradients: its memory is the dk·dv + dk state per head, whatever the length.
 //
+// Why linear attention is not a member of the delta-rule family (kernels/delta_rule/), which
+// serves deltanet, gated_deltanet, retnet and gla with compile-time features: its update is the
+// family's additive one with α = β = 1, and z could ride along as a value column of ones (as the
+// stdlib's mLSTM does), but a state that only adds can be walked backwards by subtraction, so
+// this backward stores no states at all, where the family's must keep a checkpoint every √L
+// tokens and recompute between them. The family would cost linear attention memory and a
+// second forward for nothing.
+//
 // z is shared by every column of S and the gradients of φq, φk sum over columns, so on the CPU
 // both directions run one head per thread, columns in a fixed order: bit-identical whatever the
 // thread count. The CUDA kernels (linear_attention_cuda.cu) give a head a block and its rows and
