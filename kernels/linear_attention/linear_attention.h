@@ -17,10 +17,10 @@
 // Why linear attention is not a member of the delta-rule family (kernels/delta_rule/), which
 // serves deltanet, gated_deltanet, retnet and gla with compile-time features: its update is the
 // family's additive one with α = β = 1, and z could ride along as a value column of ones (as the
-// stdlib's mLSTM does), but a state that only adds can be walked backwards by subtraction, so
-// this backward stores no states at all, where the family's must keep a checkpoint every √L
-// tokens and recompute between them. The family would cost linear attention memory and a
-// second forward for nothing.
+// stdlib's mLSTM does), but a state that only adds splits the backward into the two passes
+// above and stores one number per token, where the family's backward must keep a state
+// checkpoint every √L tokens and recompute the states between them. The family would cost
+// linear attention memory for nothing.
 //
 // z is shared by every column of S and the gradients of φq, φk sum over columns, so on the CPU
 // both directions run one head per thread, columns in a fixed order: bit-identical whatever the
