@@ -5,9 +5,9 @@
 //   ms.mixer.define{
 //     name = "mine",                       -- not a built-in's, defined once
 //     options = { hidden = 16 },           -- declared options and their defaults (their types)
-//     recurrent = true,                    -- a state of fixed size (default true)
-//     init = function(ctx, opts) ... return self end,
-//     forward = function(self, x, state) ... return y, new_state end,
+//     recurrent = true,                    -- a state of fixed size (default true; false: it may
+//     grow) init = function(ctx, opts) ... return self end, forward = function(self, x, state) ...
+//     return y, new_state end,
 //   }
 //
 // init makes the parameters through ctx (ctx:param, ctx:linear, ctx:layer_norm, ctx:rms_norm;
@@ -50,6 +50,7 @@ struct Definition {
   std::shared_ptr<LuaRef> forward;
   std::string forward_at;  // "file.lua:12", where forward is defined
   std::vector<std::pair<std::string, OptionValue>> options;
+  bool recurrent = true;  // the state keeps its shape between chunks; false: it may grow
 };
 
 class LuaMixerImpl;
@@ -200,10 +201,15 @@ class LuaMixerImpl : public MixerImpl {
       if (tensors.size() != given.tensors.size())
         fail("the state changed from " + std::to_string(given.tensors.size()) + " tensors to " +
              std::to_string(tensors.size()) + " between chunks");
+      // A recurrent state keeps its shape; another (a cache of keys and values) may grow, but
+      // keeps its number of dimensions.
       for (size_t i = 0; i < tensors.size(); ++i) {
-        if (tensors[i].sizes() != given.tensors[i].sizes())
+        const bool kept = definition_->recurrent ? tensors[i].sizes() == given.tensors[i].sizes()
+                                                 : tensors[i].dim() == given.tensors[i].dim();
+        if (!kept)
           fail("the state's entry " + std::to_string(i + 1) + " changed shape between chunks, " +
-               shape_text(given.tensors[i].sizes()) + " to " + shape_text(tensors[i].sizes()));
+               shape_text(given.tensors[i].sizes()) + " to " + shape_text(tensors[i].sizes()) +
+               (definition_->recurrent ? " (a recurrent = false mixer's state may grow)" : ""));
       }
     }
     return tensors;
@@ -588,6 +594,7 @@ int define_mixer_binding(lua_State* L) {
   if (!lua_isnil(L, 5)) definition->init = std::make_shared<LuaRef>(L, 5);
   definition->forward = std::make_shared<LuaRef>(L, 6);
   definition->forward_at = defined_at(L, 6);
+  definition->recurrent = recurrent;
   for (const auto& [key, value] : definition->options) {
     if (key == "mixer" || key == "short_conv") refuse("option '" + key + "' is the decoder's");
   }

@@ -425,32 +425,47 @@ int tensor_squeeze(lua_State* L) {
   return 1;
 }
 
-// t:narrow(dim, start, length): positions start .. start + length − 1 (1-based).
+// A position of a dimension of `size` as Lua counts: 1 .. size, or −size .. −1 from the end;
+// 0-based back, or −1 where it is none of those.
+int64_t position_index(int64_t position, int64_t size) {
+  if (position >= 1 && position <= size) return position - 1;
+  if (position <= -1 && position >= -size) return size + position;
+  return -1;
+}
+
+// t:narrow(dim, start, length): positions start .. start + length − 1 (start 1-based, or
+// negative from the end: t:narrow(2, -3, 3) is the last three).
 int tensor_narrow(lua_State* L) {
   const torch::Tensor& t = check_tensor(L, 1);
   const int64_t d = check_dim(L, 2, t);
   const int64_t start = integer_arg(L, 3);
   const int64_t length = integer_arg(L, 4);
-  if (start < 1 || length < 0 || start - 1 + length > t.size(d)) {
-    argument_error(L, start < 1 ? 3 : 4,
+  // start may also be size + 1 for an empty piece at the end.
+  const int64_t first = start == t.size(d) + 1 ? t.size(d) : position_index(start, t.size(d));
+  if (first < 0 || length < 0 || first + length > t.size(d)) {
+    argument_error(L, first < 0 ? 3 : 4,
                    "positions " + std::to_string(start) + " .. " +
                        std::to_string(start + length - 1) + " are not inside dimension " +
                        std::to_string(d + 1) + " of size " + std::to_string(t.size(d)));
   }
-  push_object<torch::Tensor>(L, t.narrow(d, start - 1, length));
+  push_object<torch::Tensor>(L, t.narrow(d, first, length));
   return 1;
 }
 
-// t:select(dim, i): position i (1-based) of that dimension, which goes away.
+// t:select(dim, i): position i (1-based, or negative from the end) of that dimension, which
+// goes away.
 int tensor_select(lua_State* L) {
   const torch::Tensor& t = check_tensor(L, 1);
   const int64_t d = check_dim(L, 2, t);
   const int64_t i = integer_arg(L, 3);
-  if (i < 1 || i > t.size(d)) {
-    argument_error(
-        L, 3, "position " + std::to_string(i) + " is not in 1 .. " + std::to_string(t.size(d)));
+  const int64_t index = position_index(i, t.size(d));
+  if (index < 0) {
+    argument_error(L, 3,
+                   "position " + std::to_string(i) + " is not in 1 .. " +
+                       std::to_string(t.size(d)) + " (or -" + std::to_string(t.size(d)) +
+                       " .. -1 from the end)");
   }
-  push_object<torch::Tensor>(L, t.select(d, i - 1));
+  push_object<torch::Tensor>(L, t.select(d, index));
   return 1;
 }
 

@@ -149,6 +149,58 @@ TEST_CASE("ctx:embedding and ctx:causal_conv hold their weights and keep chunks 
              Contains("the window [batch, channels, K - 1] ="));
 }
 
+TEST_CASE("a Lua mixer with recurrent = false keeps a growing key-value cache across chunks") {
+  REQUIRE_LUA_OK(R"lua(
+    -- Causal attention written in the script, its state the keys and values seen so far.
+    ms.mixer.define{
+      name = "attention_lua",
+      recurrent = false,
+      init = function(ctx)
+        local self = { heads = ctx.heads }
+        self.qkv = ctx:linear("qkv", ctx.d_model, 3 * ctx.d_model)
+        self.out = ctx:linear("out", ctx.d_model, ctx.d_model, { init = "output" })
+        return self
+      end,
+      forward = function(self, x, state)
+        local batch, length, width = x:shape()[1], x:shape()[2], x:shape()[3]
+        local function heads(t) return t:reshape{ batch, -1, self.heads, width // self.heads }:transpose(2, 3) end
+        local parts = self.qkv(x):split(width, 3)
+        local q, k, v = heads(parts[1]), heads(parts[2]), heads(parts[3])
+        if state then k, v = ms.cat({ state[1], k }, 3), ms.cat({ state[2], v }, 3) end
+        local o = ms.ops.causal_attention{ q = q, k = k, v = v }
+        return self.out(o:transpose(2, 3):reshape{ batch, length, width }), { k, v }
+      end,
+    }
+    local task = ms.task.parity{}
+    local m = ms.model.decoder{ mixer = "attention_lua", d_model = 8, heads = 2, task = task, seed = 1 }
+    m:to("cpu", "float64")
+    local b = task:sample{ batch = 2, length = 9 }
+    local whole = m:forward(b.inputs)
+    local first, state = m:forward(b.inputs:narrow(2, 1, 4))
+    local rest = m:forward(b.inputs:narrow(2, 5, 5), state)
+    assert((ms.cat({ first, rest }, 2) - whole):abs():amax():item() < 1e-12, "chunks")
+  )lua");
+  // Growing is for caches: a recurrent mixer's state keeps its shape, and a cache its rank.
+  const std::string grows = R"lua(
+    ms.mixer.define{ name = "grows", recurrent = RECURRENT,
+      forward = function(self, x, s) return x, { STATE } end }
+    ms.model.decoder{ mixer = "grows", d_model = 4, task = ms.task.parity{} }
+  )lua";
+  const auto with = [&](const std::string& recurrent, const std::string& state) {
+    std::string code = grows;
+    code.replace(code.find("RECURRENT"), 9, recurrent);
+    code.replace(code.find("STATE"), 5, state);
+    return run_lua(code);
+  };
+  const std::string growing = "ms.zeros{ 2, x:shape()[2], 3 }";
+  CHECK(with("false", growing).code == 0);
+  CHECK_THAT(with("false", "s and ms.zeros{ 2, 3 } or ms.zeros{ 2, 3, 1 }").error,
+             Contains("the state's entry 1 changed shape between chunks, [2, 3, 1] to [2, 3]"));
+  CHECK_THAT(with("true", growing).error,
+             Contains("changed shape between chunks, [2, 2, 3] to [2, 1, 3] (a recurrent = false "
+                      "mixer's state may grow)"));
+}
+
 TEST_CASE("a wrong Lua mixer definition is one line naming what is wrong") {
   const auto define = [](const std::string& fields) {
     return "ms.mixer.define{ name = 'bad', " + fields +

@@ -101,6 +101,9 @@ TEST_CASE("shape operations count dimensions and positions from 1, and -1 from t
     check(t:narrow(2, 2, 2), { { 1, 2 }, { 4, 5 } })
     check(t:select(1, 2), { 3, 4, 5 })
     check(t:select(-1, 1), { 0, 3 })
+    check(t:select(2, -1), { 2, 5 })                 -- positions count from the end too
+    check(t:narrow(2, -2, 2), { { 1, 2 }, { 4, 5 } })
+    assert(t:narrow(2, 4, 0):shape()[2] == 0, "an empty piece at the end")
     local pieces = t:split(2, 2)
     assert(#pieces == 2)
     check(pieces[2], { { 2 }, { 5 } })
@@ -121,7 +124,9 @@ TEST_CASE("shape operations count dimensions and positions from 1, and -1 from t
   CHECK_THAT(run_lua("return ms.cat({ms.zeros{2, 3}, ms.zeros{3, 3}}, 2)").error,
              Contains("entry 2 of shape [3, 3] does not fit [2, 3] but along dimension 2"));
   CHECK_THAT(run_lua("return ms.zeros{2, 3}:select(1, 0)").error,
-             Contains("position 0 is not in 1 .. 2"));
+             Contains("position 0 is not in 1 .. 2 (or -2 .. -1 from the end)"));
+  CHECK_THAT(run_lua("return ms.zeros{2, 3}:narrow(2, -4, 1)").error,
+             Contains("positions -4 .. -4 are not inside dimension 2 of size 3"));
 }
 
 TEST_CASE("reductions and scans work over one dimension or all of them") {
