@@ -264,7 +264,9 @@ MS_HOST_DEVICE inline void delta_rule_backward_token(
   const Acc beta = load(*p.beta.at(b, h, t));
   const auto alpha = decay_at<KeyDecay>(p.alpha, b, h, t);
   for (int64_t j = 0; j < dk; ++j) grad_q[j] = grad_k[j] = grad_alpha[j] = 0;
-  Acc grad_beta = 0;
+  // The uniform α's sum stays in a local: a sum in the workspace could alias the rows, and the
+  // compiler would then neither keep it in a register nor vectorize the loops over j.
+  Acc grad_beta = 0, grad_uniform_alpha = 0;
   for (int64_t i = 0; i < dv; ++i) {
     const Acc grad_output = p.grad_outputs ? load(p.grad_outputs.at(b, h, t)[i]) : Acc(0);
     Acc grad_v;
@@ -275,10 +277,11 @@ MS_HOST_DEVICE inline void delta_rule_backward_token(
     } else {
       grad_v = delta_rule_row_backward<Erase>(
           ds + i * dk, prev + i * dk, cur + i * dk, q, k, load(v[i]), grad_output, beta, alpha, dk,
-          grad_q, grad_k, grad_beta, UniformDecayGrad<Acc>{grad_alpha[0]});
+          grad_q, grad_k, grad_beta, UniformDecayGrad<Acc>{grad_uniform_alpha});
     }
     store(grad_v, p.grad_v.at(b, h, t) + i);
   }
+  if constexpr (!KeyDecay) grad_alpha[0] = grad_uniform_alpha;
   for (int64_t j = 0; j < dk; ++j) {
     store(grad_q[j], p.grad_q.at(b, h, t) + j);
     store(grad_k[j], p.grad_k.at(b, h, t) + j);
