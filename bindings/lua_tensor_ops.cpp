@@ -216,12 +216,10 @@ torch::Tensor logsigmoid_of(const torch::Tensor& t) { return torch::log_sigmoid(
 
 // ms.maximum(a, b), ms.minimum(a, b): elementwise, broadcast like the operators.
 int maximum(lua_State* L) {
-  return binary(L, "ms.maximum",
-                [](const auto& a, const auto& b) { return torch::maximum(a, b.to(a.dtype())); });
+  return binary(L, "ms.maximum", [](const auto& a, const auto& b) { return torch::maximum(a, b); });
 }
 int minimum(lua_State* L) {
-  return binary(L, "ms.minimum",
-                [](const auto& a, const auto& b) { return torch::minimum(a, b.to(a.dtype())); });
+  return binary(L, "ms.minimum", [](const auto& a, const auto& b) { return torch::minimum(a, b); });
 }
 
 // ms.where(condition, a, b): a where the bool condition holds, b elsewhere; all three broadcast.
@@ -235,12 +233,7 @@ int where(lua_State* L) {
   const std::vector<int64_t> shape =
       broadcast_shape(condition, torch::zeros({}, torch::kBool).expand(values), "ms.where");
   check_size(shape, torch::promote_types(a.scalar_type(), b.scalar_type()), "ms.where's result");
-  const bool a_number = !test_object<torch::Tensor>(L, 2),
-             b_number = !test_object<torch::Tensor>(L, 3);
-  // A number takes the other side's dtype, as in the operators.
-  const torch::Tensor left = a_number && !b_number ? a.to(b.dtype()) : a;
-  const torch::Tensor right = b_number && !a_number ? b.to(a.dtype()) : b;
-  push_object<torch::Tensor>(L, torch::where(condition, left, right));
+  push_object<torch::Tensor>(L, torch::where(condition, a, b));
   return 1;
 }
 

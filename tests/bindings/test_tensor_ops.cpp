@@ -207,6 +207,10 @@ TEST_CASE("maximum, minimum, where, clamp, logsigmoid and cummax give their form
     assert(same(ms.maximum(a, b), { 1, 4, 3 }) and same(ms.minimum(a, b), { 0.5, -2, 3 }))
     assert(same(ms.maximum(a, 0), { 1, 0, 3 }), "a number broadcasts")
     assert(ms.maximum(a, 0):dtype() == "float32", "and takes the tensor's dtype")
+    assert(same(ms.maximum(0, a), { 1, 0, 3 }) and ms.maximum(0, a):dtype() == "float32",
+           "on either side, as in the operators")
+    assert(same(ms.where(a:eq(3), 0.5, ms.tensor{ 7, 8, 9 }), { 7, 8, 0.5 }),
+           "a number is not cut to the other side's integer dtype")
     assert(same(ms.where(a:eq(3), a, b), { 0.5, 4, 3 }) and same(ms.where(a:eq(1), 0, b), { 0, 4, 3 }))
     assert(same(a:clamp(0, 2), { 1, 0, 2 }) and same(a:clamp(nil, 0), { 0, -2, 0 }))
     local x = ms.tensor{ -30.0, 0.0, 2.0 }:to("float64")
