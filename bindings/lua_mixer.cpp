@@ -5,18 +5,18 @@
 //   ms.mixer.define{
 //     name = "mine",                       -- not a built-in's, defined once
 //     options = { hidden = 16 },           -- declared options and their defaults (their types)
-//     recurrent = true,                    -- a state of fixed size (default true; false: it may
-//     grow) init = function(ctx, opts) ... return self end, forward = function(self, x, state) ...
-//     return y, new_state end,
+//     recurrent = true,                    -- a state of fixed size (default); false: it may grow
+//     init = function(ctx, opts) ... return self end,
+//     forward = function(self, x, state) ... return y, new_state end,
 //   }
 //
-// init makes the parameters through ctx (ctx:param, ctx:linear, ctx:layer_norm, ctx:rms_norm;
-// ctx.d_model, ctx.heads, ctx.layers) and returns the table forward receives as self. forward
-// gets x [batch, length, d_model] and the state its previous chunk returned (nil at the start
-// of a sequence; else that list of tensors, with .position = the tokens before this chunk) and
-// returns y of x's shape and dtype and the new state (a list of tensors, or nil for none).
-// Where the decoder is built, one probe of two chunks checks those promises, so a wrong
-// definition fails there, before training, naming the function's file:line.
+// init makes the parameters through ctx (ctx:param, ctx:linear, ctx:layer_norm, ctx:rms_norm,
+// ctx:embedding, ctx:causal_conv; ctx.d_model, ctx.heads, ctx.layers) and returns the table forward
+// receives as self. forward gets x [batch, length, d_model] and the state its previous chunk
+// returned (nil at the start of a sequence; else that list of tensors, with .position = the tokens
+// before this chunk) and returns y of x's shape and dtype and the new state (a list of tensors, or
+// nil for none). Where the decoder is built, one probe of two chunks checks those promises, so a
+// wrong definition fails there, before training, naming the function's file:line.
 
 #include <lua.hpp>
 
@@ -399,17 +399,11 @@ int ctx_rms_norm(lua_State* L) { return make_norm(L, false); }
 int apply_embedding(lua_State* L) {
   const torch::Tensor& tokens = check_object<torch::Tensor>(L, 1);
   const torch::Tensor& weight = check_object<torch::Tensor>(L, lua_upvalueindex(1));
-  if (tokens.scalar_type() != torch::kLong)
-    argument_error(L, 1,
-                   "an int64 tensor of indices expected, got " + dtype_name(tokens.scalar_type()));
   const int64_t count = weight.size(0);
-  if (tokens.numel() > 0) {
-    const int64_t low = tokens.min().item<int64_t>(), high = tokens.max().item<int64_t>();
-    if (low < 0 || high >= count) {
-      argument_error(L, 1,
-                     "indices must lie in 0.." + std::to_string(count - 1) + ", got " +
-                         std::to_string(low < 0 ? low : high));
-    }
+  if (const std::optional<int64_t> outside = index_outside(L, 1, tokens, count)) {
+    argument_error(L, 1,
+                   "indices must lie in 0.." + std::to_string(count - 1) + ", got " +
+                       std::to_string(*outside));
   }
   push_object<torch::Tensor>(L, ops::embedding(tokens, weight));
   return 1;

@@ -258,17 +258,13 @@ int causal_attention_op(lua_State* L) {
   return 1;
 }
 
-}  // namespace
-
 // ms.ops.causal_conv{ x, weight, bias [, window] }: u = silu(causal depthwise convolution of x
 // [batch, length, channels] with weight [channels, 1, K] and bias [channels], after `window`
 // [batch, channels, K − 1] (the previous chunk's last inputs; nil: zeros)). Returns u and the
 // next chunk's window: Mamba's conv and the short convolution before q, k, v.
 int causal_conv_op(lua_State* L) {
   Options options = read_options(L, 1, "ms.ops.causal_conv");
-  const torch::Tensor x = tensor_field(options, "x", true);
-  if (x.dim() != 3 || !x.is_floating_point())
-    options.fail("x", "must be a floating [batch, length, channels], got " + shape_text(x.sizes()));
+  const torch::Tensor x = leading_field(options, "x", 3, "[batch, length, channels]");
   const int64_t channels = x.size(2);
   const torch::Tensor weight = tensor_field(options, "weight", true);
   if (weight.dim() != 3 || weight.size(0) != channels || weight.size(1) != 1 || weight.size(2) < 1)
@@ -299,6 +295,8 @@ int l2_normalize_op(lua_State* L) {
   push_object<torch::Tensor>(L, ops::l2_normalize(*x));
   return 1;
 }
+
+}  // namespace
 
 void push_op_functions(lua_State* L) {
   static const luaL_Reg functions[] = {{"delta_rule", protect<delta_rule_op>},

@@ -125,6 +125,18 @@ std::string dtype_name(torch::ScalarType dtype) {
   return c10::toString(dtype);
 }
 
+std::optional<int64_t> index_outside(lua_State* L, int arg, const torch::Tensor& indices,
+                                     int64_t count) {
+  if (indices.scalar_type() != torch::kLong)
+    argument_error(L, arg,
+                   "an int64 tensor of indices expected, got " + dtype_name(indices.scalar_type()));
+  if (indices.numel() == 0) return std::nullopt;
+  const int64_t low = indices.min().item<int64_t>(), high = indices.max().item<int64_t>();
+  if (low < 0) return low;
+  if (high >= count) return high;
+  return std::nullopt;
+}
+
 namespace {
 
 // The other operand of a binary op: a tensor, or a number as a 0-dim tensor (which takes the
@@ -296,14 +308,9 @@ int tensor_expand(lua_State* L) {
 // ms.arange's and the tokens', not Lua positions), each inside dimension d of t.
 void check_indices(lua_State* L, int arg, const torch::Tensor& indices, const torch::Tensor& t,
                    int64_t d) {
-  if (indices.scalar_type() != torch::kLong)
+  if (const std::optional<int64_t> outside = index_outside(L, arg, indices, t.size(d))) {
     argument_error(L, arg,
-                   "an int64 tensor of indices expected, got " + dtype_name(indices.scalar_type()));
-  if (indices.numel() == 0) return;
-  const int64_t low = indices.min().item<int64_t>(), high = indices.max().item<int64_t>();
-  if (low < 0 || high >= t.size(d)) {
-    argument_error(L, arg,
-                   "index " + std::to_string(low < 0 ? low : high) + " is outside 0 .. " +
+                   "index " + std::to_string(*outside) + " is outside 0 .. " +
                        std::to_string(t.size(d) - 1) + " (dimension " + std::to_string(d + 1) +
                        " of " + shape_text(t.sizes()) + "; indices are 0-based values)");
   }

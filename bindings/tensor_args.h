@@ -5,6 +5,7 @@
 
 #include <lua.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,5 +21,10 @@ void check_size(at::IntArrayRef sizes, torch::ScalarType dtype, const std::strin
 // The dtypes scripts name: float32, float64, int64, bool, bfloat16 (t:dtype(), creation, t:to).
 torch::ScalarType dtype_named(lua_State* L, int arg, const std::string& name);
 std::string dtype_name(torch::ScalarType dtype);
+// Indices into `count` entries (an embedding's rows, a dimension's positions): an int64 tensor
+// of 0-based values, else an argument error naming `arg`. Returns an index outside 0 .. count − 1
+// (the lowest where one is negative, else the highest), for the caller's message, or nullopt.
+std::optional<int64_t> index_outside(lua_State* L, int arg, const torch::Tensor& indices,
+                                     int64_t count);
 
 }  // namespace memscript::lua
