@@ -46,7 +46,9 @@ std::optional<nlohmann::json> read_checkpoint(const RunFolder& folder, DecoderIm
     optimizer.load(optimizer_archive);
     torch::Tensor random_state;
     archive.read(kRandomKey, random_state);
-    cpu_generator().set_state(random_state);
+    // The archive put every tensor on the model's device; the generator reads its state as
+    // CPU bytes and does not check where they are.
+    cpu_generator().set_state(random_state.cpu());
     c10::IValue loop;
     archive.read(kLoopKey, loop);
     return nlohmann::json::parse(loop.toStringRef());

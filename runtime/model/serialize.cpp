@@ -79,7 +79,9 @@ void save_decoder(DecoderImpl& model, const std::filesystem::path& path) {
 Decoder load_decoder(const std::filesystem::path& path) {
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(path.string());
+    // Onto the CPU, where the model is built: a model saved on a GPU loads on a machine
+    // without one.
+    archive.load_from(path.string(), torch::kCPU);
     c10::IValue config;
     if (!archive.try_read(kConfigKey, config)) {
       throw UserError("cannot load " + path.string() +

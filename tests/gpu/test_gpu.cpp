@@ -7,9 +7,11 @@
 #include <catch2/catch.hpp>
 
 #include "../model/model_harness.h"
+#include "../support/process.h"
 #include "runtime/checkpoint.h"
-#include "runtime/ops/cross_entropy/cross_entropy.h"
 #include "runtime/model/mixer.h"
+#include "runtime/model/serialize.h"
+#include "runtime/ops/cross_entropy/cross_entropy.h"
 #include "runtime/optim.h"
 
 using namespace memscript;
@@ -139,7 +141,7 @@ TEST_CASE("every mixer in float64 on CUDA (the fused ops' fallback) matches the 
 
 TEST_CASE("a checkpoint written on CUDA resumes on the CPU, and one written on the CPU on CUDA",
           "[gpu]") {
-  memscript::test::TempFolder root;
+  memscript::test::TempDir root;
   for (const bool written_on_gpu : {true, false}) {
     INFO((written_on_gpu ? "CUDA -> CPU" : "CPU -> CUDA"));
     Decoder source = make_decoder("deltanet", 16, 2, 2, {});
@@ -148,7 +150,7 @@ TEST_CASE("a checkpoint written on CUDA resumes on the CPU, and one written on t
     source->to(from);
     std::unique_ptr<Optimizer> optimizer = OptimizerSpec{}.make(source->parameters());
     const RunFolder folder =
-        RunFolder::create(root.path, written_on_gpu ? "from-cuda" : "from-cpu");
+        RunFolder::create(root.path(), written_on_gpu ? "from-cuda" : "from-cpu");
     write_checkpoint(folder, *source, *optimizer, {{"step", 3}});
     Decoder target = make_decoder("deltanet", 16, 2, 2, {});
     target->to(to);
@@ -162,5 +164,20 @@ TEST_CASE("a checkpoint written on CUDA resumes on the CPU, and one written on t
       CHECK(item.value().device().type() == to.type());
       CHECK(torch::equal(item.value().cpu(), source_parameters[item.key()].cpu()));
     }
+  }
+}
+
+TEST_CASE("a model saved on CUDA loads on the CPU with the same parameters", "[gpu]") {
+  memscript::test::TempDir root;
+  Decoder source = make_decoder("deltanet", 16, 2, 2, {});
+  source->to(torch::kCUDA);
+  const std::filesystem::path path = root.path() / "model.pt";
+  save_decoder(*source, path);
+  Decoder loaded = load_decoder(path);
+  auto source_parameters = source->named_parameters();
+  for (const auto& item : loaded->named_parameters()) {
+    INFO(item.key());
+    CHECK(item.value().device().is_cpu());
+    CHECK(torch::equal(item.value(), source_parameters[item.key()].cpu()));
   }
 }
