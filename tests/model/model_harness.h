@@ -2,8 +2,6 @@
 
 // Builds decoders for the model tests from a handful of options, and compares tensors.
 
-#include <stdlib.h>
-
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -61,20 +59,6 @@ inline void require_close(const torch::Tensor& actual, const torch::Tensor& expe
   REQUIRE(actual.sizes() == expected.sizes());
   if (expected.numel() > 0) CHECK(relative_error(actual, expected) <= tolerance);
 }
-
-// A fresh folder under the system's temporary folder, removed afterwards.
-struct TempFolder {
-  std::filesystem::path path;
-  TempFolder() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "memscript-model-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempFolder() {
-    std::error_code error;
-    std::filesystem::remove_all(path, error);
-  }
-};
 
 inline torch::Tensor random_tokens(int64_t batch, int64_t length, int64_t seed) {
   torch::manual_seed(static_cast<uint64_t>(seed));

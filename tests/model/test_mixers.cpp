@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/process.h"
 #include "model_harness.h"
 #include "runtime/model/mixer.h"
 #include "runtime/model/serialize.h"
@@ -204,11 +205,11 @@ TEST_CASE("every mixer learns parity of length 8 within a thousand CPU steps") {
 TEST_CASE("every mixer survives save and load with identical outputs") {
   const std::string mixer = GENERATE(every_mixer());
   INFO(mixer);
-  memscript::test::TempFolder folder;
+  memscript::test::TempDir folder;
   Decoder model = make_decoder(mixer);
   const torch::Tensor tokens = random_tokens(2, 9, 11);
-  save_decoder(*model, folder.path / "model.pt");
-  Decoder loaded = load_decoder(folder.path / "model.pt");
+  save_decoder(*model, folder.path() / "model.pt");
+  Decoder loaded = load_decoder(folder.path() / "model.pt");
   CHECK(loaded->config() == model->config());
   CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
 }
@@ -230,9 +231,9 @@ TEST_CASE("a hybrid of different mixers continues across chunks and survives sav
   const torch::Tensor tokens = random_tokens(2, 17, 13);
   CHECK(torch::allclose(model->forward(tokens),
                         memscript::test::chunked_logits(model, tokens, {10, 17}), 1e-9, 1e-9));
-  memscript::test::TempFolder folder;
-  save_decoder(*model, folder.path / "hybrid.pt");
-  Decoder loaded = load_decoder(folder.path / "hybrid.pt");
+  memscript::test::TempDir folder;
+  save_decoder(*model, folder.path() / "hybrid.pt");
+  Decoder loaded = load_decoder(folder.path() / "hybrid.pt");
   loaded->to(torch::kDouble);
   CHECK(loaded->config() == model->config());
   CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
@@ -274,9 +275,9 @@ TEST_CASE("decoder options: no MLP, no head bias, learned positions in the resid
   const torch::Tensor table = model->named_parameters()["positions"];
   CHECK(table.grad().narrow(0, 0, 29).abs().sum().item<double>() > 0);
   CHECK(table.grad().narrow(0, 29, 11).abs().sum().item<double>() == 0);
-  memscript::test::TempFolder folder;
-  save_decoder(*model, folder.path / "model.pt");
-  Decoder loaded = load_decoder(folder.path / "model.pt");
+  memscript::test::TempDir folder;
+  save_decoder(*model, folder.path() / "model.pt");
+  Decoder loaded = load_decoder(folder.path() / "model.pt");
   CHECK(loaded->config() == model->config());
   CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
 }

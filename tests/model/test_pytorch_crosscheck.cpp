@@ -56,13 +56,13 @@ NamedTensors train_and_record(Decoder& model, int64_t steps, torch::ScalarType d
 }  // namespace
 
 TEST_CASE("safetensors files round-trip names, dtypes, shapes, bytes and metadata") {
-  memscript::test::TempFolder folder;
+  memscript::test::TempDir folder;
   const NamedTensors written = {{"b", torch::arange(6, torch::kFloat64).reshape({2, 3})},
                                 {"a", torch::tensor({true, false})},
                                 {"empty", torch::zeros({0, 4})},
                                 {"i", torch::tensor({int64_t{-3}, int64_t{1} << 40})}};
-  save_safetensors(folder.path / "x.safetensors", written, {{"k", "v"}});
-  const SafetensorsFile read = load_safetensors(folder.path / "x.safetensors");
+  save_safetensors(folder.path() / "x.safetensors", written, {{"k", "v"}});
+  const SafetensorsFile read = load_safetensors(folder.path() / "x.safetensors");
   REQUIRE(read.tensors.size() == written.size());
   for (size_t i = 0; i < written.size(); ++i) {
     INFO(written[i].first);
@@ -71,20 +71,20 @@ TEST_CASE("safetensors files round-trip names, dtypes, shapes, bytes and metadat
     CHECK(torch::equal(read.tensors[i].second, written[i].second));
   }
   CHECK(read.metadata.at("k") == "v");
-  CHECK_THROWS_WITH(save_safetensors(folder.path / "y", {{"h", torch::zeros({2}, torch::kHalf)}}),
+  CHECK_THROWS_WITH(save_safetensors(folder.path() / "y", {{"h", torch::zeros({2}, torch::kHalf)}}),
                     Contains("only float32, float64, int64 and bool"));
   CHECK_THROWS_WITH(
-      save_safetensors(folder.path / "y", {{"a", torch::zeros({1})}, {"a", torch::zeros({1})}}),
+      save_safetensors(folder.path() / "y", {{"a", torch::zeros({1})}, {"a", torch::zeros({1})}}),
       Contains("given twice"));
   // A header that claims more bytes than the file has is refused before anything is allocated.
-  std::string text = memscript::test::read_file(folder.path / "x.safetensors");
+  std::string text = memscript::test::read_file(folder.path() / "x.safetensors");
   const size_t at = text.find("[2,3]");
   REQUIRE(at != std::string::npos);
   text.replace(at, 5, "[9,9]");
-  std::FILE* out = std::fopen((folder.path / "bad.safetensors").c_str(), "wb");
+  std::FILE* out = std::fopen((folder.path() / "bad.safetensors").c_str(), "wb");
   std::fwrite(text.data(), 1, text.size(), out);
   std::fclose(out);
-  CHECK_THROWS_WITH(load_safetensors(folder.path / "bad.safetensors"),
+  CHECK_THROWS_WITH(load_safetensors(folder.path() / "bad.safetensors"),
                     Contains("has a byte range that does not fit"));
 }
 
@@ -99,15 +99,15 @@ bool cross_check(Decoder& model, int64_t steps, torch::ScalarType dtype) {
     WARN("no Python with torch configured (MEMSCRIPT_TORCH_PYTHON): cross-check not run");
     return false;
   }
-  memscript::test::TempFolder folder;
+  memscript::test::TempDir folder;
   model->to(dtype);
-  save_safetensors(folder.path / "model.safetensors", parameters_of(model),
+  save_safetensors(folder.path() / "model.safetensors", parameters_of(model),
                    {{"memscript.config", model->config().dump()}});
-  save_safetensors(folder.path / "batch.safetensors", train_and_record(model, steps, dtype));
+  save_safetensors(folder.path() / "batch.safetensors", train_and_record(model, steps, dtype));
   const memscript::test::ProcessResult result =
       memscript::test::run_process(python,
-                                   {script, (folder.path / "model.safetensors").string(),
-                                    (folder.path / "batch.safetensors").string()},
+                                   {script, (folder.path() / "model.safetensors").string(),
+                                    (folder.path() / "batch.safetensors").string()},
                                    MEMSCRIPT_BENCH_DIR);
   INFO(result.out << result.err);
   if (result.exit_code == 77) {

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../support/process.h"
 #include "model_harness.h"
 #include "runtime/model/serialize.h"
 
@@ -101,9 +102,9 @@ TEST_CASE(
     }
     CHECK(saw_conv);
 
-    memscript::test::TempFolder folder;
-    save_decoder(*model, folder.path / "model.pt");
-    Decoder loaded = load_decoder(folder.path / "model.pt");
+    memscript::test::TempDir folder;
+    save_decoder(*model, folder.path() / "model.pt");
+    Decoder loaded = load_decoder(folder.path() / "model.pt");
     CHECK(loaded->config() == model->config());
     CHECK(loaded->config()["layers"][0]["short_conv"] == 4);
     CHECK(torch::equal(loaded->forward(tokens), model->forward(tokens)));

@@ -1,10 +1,12 @@
 #include "process.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -27,10 +29,19 @@ TempDir::TempDir() {
   path_ = pattern;
 }
 
-TempDir::~TempDir() {
-  std::error_code error;
-  fs::remove_all(path_, error);
+namespace {
+
+// Keeps going past an entry it cannot remove: a leftover file is not a test failure.
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) {
+  std::remove(path);
+  return 0;
 }
+
+}  // namespace
+
+// Not std::filesystem::remove_all: the CUDA torch wheels' libtorch.so (2.11) exports its own
+// copy of it, which the dynamic linker binds first and which crashes on a null pointer.
+TempDir::~TempDir() { ::nftw(path_.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 void TempDir::write(const std::string& name, const std::string& content) const {
   fs::create_directories((path_ / name).parent_path());
