@@ -3,102 +3,21 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/model/mixers/deltanet.h"
-#include "runtime/model/mixers/gated_deltanet.h"
-#include "runtime/model/mixers/gpt.h"
-#include "runtime/model/mixers/linear_attention.h"
-#include "runtime/model/mixers/lru.h"
-#include "runtime/model/mixers/lstm.h"
-#include "runtime/model/mixers/mamba.h"
-#include "runtime/model/mixers/mingru.h"
-#include "runtime/model/mixers/qlstm.h"
-#include "runtime/model/mixers/short_conv.h"
+#include "runtime/model/short_conv.h"
 
 namespace memscript {
 
-// Mixers without a header of their own: nothing but this table uses their classes.
-Mixer make_gla_mixer(const MixerContext& context, Options& options);     // mixers/gla.cpp
-Mixer make_retnet_mixer(const MixerContext& context, Options& options);  // mixers/retnet.cpp
+// Every mixers/<name>.cpp defines <name>_entry(); the build lists the files
+// (memscript_mixers.inc, written by runtime/CMakeLists.txt), so a new mixer is one new file.
+#define MEMSCRIPT_MIXER(name) MixerEntry name##_entry();
+#include "memscript_mixers.inc"
+#undef MEMSCRIPT_MIXER
 
 const std::vector<MixerEntry>& mixer_entries() {
-  // The seed-mini options are the study's (docs/study.md): every mixer but the LRU and Mamba
-  // at head_dim 4 (d_model 4); the attention-like mixers with learned positions in the residual
-  // stream (gpt none of its own); Mamba without an MLP; the LRU at d_model 128 with an MLP of 128.
   static const std::vector<MixerEntry> entries = {
-      {.name = "deltanet",
-       .make = make_deltanet_mixer,
-       .recurrent = true,
-       .negative_eigenvalues = true,
-       .short_conv = true,
-       .seed_mini = {{"head_dim", option(4)}, {"qkv_bias", option(true)}},
-       .seed_mini_alone_decoder = {{"residual_positions", option("learned")}}},
-      {.name = "gated_deltanet",
-       .make = make_gated_deltanet_mixer,
-       .recurrent = true,
-       .negative_eigenvalues = true,
-       .short_conv = true,
-       .seed_mini = {{"head_dim", option(4)}}},
-      {.name = "gla",
-       .make = make_gla_mixer,
-       .recurrent = true,
-       .negative_eigenvalues = false,
-       .short_conv = true,
-       .seed_mini = {{"head_dim", option(4)}}},
-      {.name = "gpt",
-       .make = make_gpt_mixer,
-       .recurrent = false,
-       .negative_eigenvalues = false,
-       .short_conv = true,
-       .seed_mini = {{"head_dim", option(4)}},
-       .seed_mini_alone_decoder = {{"residual_positions", option("learned")}},
-       .seed_mini_alone = {{"positions", option("none")}}},
-      {.name = "linear_attention",
-       .make = make_linear_attention_mixer,
-       .recurrent = true,
-       .negative_eigenvalues = false,
-       .short_conv = true,
-       .seed_mini = {{"head_dim", option(4)}, {"qkv_bias", option(true)}},
-       .seed_mini_alone_decoder = {{"residual_positions", option("learned")}}},
-      {.name = "lru",
-       .make = make_lru_mixer,
-       .recurrent = true,
-       .negative_eigenvalues = true,
-       .short_conv = false,
-       .seed_mini = {{"d_state", option(4)}},
-       .seed_mini_alone_decoder = {{"d_model", option(128)}, {"mlp_ratio", option(1)}}},
-      {.name = "lstm",
-       .make = make_lstm_mixer,
-       .recurrent = true,
-       .negative_eigenvalues = false,
-       .short_conv = false,
-       .seed_mini = {{"hidden", option(16)}, {"init", option("normal")}}},
-      {.name = "mamba",
-       .make = make_mamba_mixer,
-       .recurrent = true,
-       .negative_eigenvalues = true,
-       .short_conv = false,
-       .seed_mini = {{"d_state", option(8)},
-                     {"d_conv", option(3)},
-                     {"expand", option(2)},
-                     {"dt_rank", option(1)}},
-       .seed_mini_alone_decoder = {{"mlp_ratio", option(0)}}},
-      {.name = "mingru",
-       .make = make_mingru_mixer,
-       .recurrent = true,
-       .negative_eigenvalues = true,
-       .short_conv = false},
-      {.name = "qlstm",
-       .make = make_qlstm_mixer,
-       .recurrent = true,
-       .negative_eigenvalues = true,
-       .short_conv = false,
-       .seed_mini = {{"hidden", option(16)}, {"gate_bias", option(true)}}},
-      {.name = "retnet",
-       .make = make_retnet_mixer,
-       .recurrent = true,
-       .negative_eigenvalues = false,
-       .short_conv = false,
-       .seed_mini = {{"head_dim", option(4)}}},
+#define MEMSCRIPT_MIXER(name) name##_entry(),
+#include "memscript_mixers.inc"
+#undef MEMSCRIPT_MIXER
   };
   return entries;
 }

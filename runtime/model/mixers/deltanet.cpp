@@ -55,4 +55,16 @@ Mixer make_deltanet_mixer(const MixerContext& context, Options& options) {
   return std::make_shared<DeltaNetMixerImpl>(context, options);
 }
 
+// This mixer's registry entry: the build lists every mixers/<name>.cpp and mixer_entries()
+// calls its <name>_entry().
+MixerEntry deltanet_entry() {
+  return {.name = "deltanet",
+          .make = make_deltanet_mixer,
+          .recurrent = true,
+          .negative_eigenvalues = true,
+          .short_conv = true,
+          .seed_mini = {{"head_dim", option(4)}, {"qkv_bias", option(true)}},
+          .seed_mini_alone_decoder = {{"residual_positions", option("learned")}}};
+}
+
 }  // namespace memscript

@@ -27,7 +27,7 @@
 //
 // State: {S [batch, heads, head_dim (values), head_dim (keys)]}.
 
-#include "runtime/model/mixers/heads.h"
+#include "runtime/model/heads.h"
 
 namespace memscript {
 

@@ -35,4 +35,15 @@ Mixer make_gated_deltanet_mixer(const MixerContext& context, Options& options) {
   return std::make_shared<GatedDeltaNetMixerImpl>(context, options);
 }
 
+// This mixer's registry entry: the build lists every mixers/<name>.cpp and mixer_entries()
+// calls its <name>_entry().
+MixerEntry gated_deltanet_entry() {
+  return {.name = "gated_deltanet",
+          .make = make_gated_deltanet_mixer,
+          .recurrent = true,
+          .negative_eigenvalues = true,
+          .short_conv = true,
+          .seed_mini = {{"head_dim", option(4)}}};
+}
+
 }  // namespace memscript

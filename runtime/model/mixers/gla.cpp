@@ -23,7 +23,7 @@
 
 #include <cmath>
 
-#include "runtime/model/mixers/heads.h"
+#include "runtime/model/heads.h"
 #include "runtime/ops/common/impl.h"
 #include "runtime/ops/delta_rule/delta_rule.h"
 
@@ -96,6 +96,17 @@ class GlaMixerImpl : public MixerImpl {
 
 Mixer make_gla_mixer(const MixerContext& context, Options& options) {
   return std::make_shared<GlaMixerImpl>(context, options);
+}
+
+// This mixer's registry entry: the build lists every mixers/<name>.cpp and mixer_entries()
+// calls its <name>_entry().
+MixerEntry gla_entry() {
+  return {.name = "gla",
+          .make = make_gla_mixer,
+          .recurrent = true,
+          .negative_eigenvalues = false,
+          .short_conv = true,
+          .seed_mini = {{"head_dim", option(4)}}};
 }
 
 }  // namespace memscript

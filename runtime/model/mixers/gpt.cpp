@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "runtime/model/mixers/heads.h"
+#include "runtime/model/heads.h"
 #include "runtime/ops/causal_attention/causal_attention.h"
 #include "runtime/ops/linear/linear.h"
 
@@ -125,6 +125,19 @@ torch::Tensor apply_rope(const torch::Tensor& x, int64_t position, double base) 
       position_angles(position, length, half, dim, base, x.device()).repeat({1, 2}).to(x.dtype());
   const torch::Tensor rotated = torch::cat({-x.narrow(3, half, half), x.narrow(3, 0, half)}, 3);
   return x * torch::cos(angles) + rotated * torch::sin(angles);
+}
+
+// This mixer's registry entry: the build lists every mixers/<name>.cpp and mixer_entries()
+// calls its <name>_entry().
+MixerEntry gpt_entry() {
+  return {.name = "gpt",
+          .make = make_gpt_mixer,
+          .recurrent = false,
+          .negative_eigenvalues = false,
+          .short_conv = true,
+          .seed_mini = {{"head_dim", option(4)}},
+          .seed_mini_alone_decoder = {{"residual_positions", option("learned")}},
+          .seed_mini_alone = {{"positions", option("none")}}};
 }
 
 }  // namespace memscript

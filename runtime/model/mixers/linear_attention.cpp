@@ -57,4 +57,16 @@ Mixer make_linear_attention_mixer(const MixerContext& context, Options& options)
   return std::make_shared<LinearAttentionMixerImpl>(context, options);
 }
 
+// This mixer's registry entry: the build lists every mixers/<name>.cpp and mixer_entries()
+// calls its <name>_entry().
+MixerEntry linear_attention_entry() {
+  return {.name = "linear_attention",
+          .make = make_linear_attention_mixer,
+          .recurrent = true,
+          .negative_eigenvalues = false,
+          .short_conv = true,
+          .seed_mini = {{"head_dim", option(4)}, {"qkv_bias", option(true)}},
+          .seed_mini_alone_decoder = {{"residual_positions", option("learned")}}};
+}
+
 }  // namespace memscript

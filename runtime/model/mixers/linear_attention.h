@@ -22,7 +22,7 @@
 //
 // State: {S [batch, heads, head_dim, head_dim], z [batch, heads, head_dim]}.
 
-#include "runtime/model/mixers/heads.h"
+#include "runtime/model/heads.h"
 
 namespace memscript {
 

@@ -126,4 +126,16 @@ Mixer make_lru_mixer(const MixerContext& context, Options& options) {
   return std::make_shared<LruMixerImpl>(context, options);
 }
 
+// This mixer's registry entry: the build lists every mixers/<name>.cpp and mixer_entries()
+// calls its <name>_entry().
+MixerEntry lru_entry() {
+  return {.name = "lru",
+          .make = make_lru_mixer,
+          .recurrent = true,
+          .negative_eigenvalues = true,
+          .short_conv = false,
+          .seed_mini = {{"d_state", option(4)}},
+          .seed_mini_alone_decoder = {{"d_model", option(128)}, {"mlp_ratio", option(1)}}};
+}
+
 }  // namespace memscript

@@ -87,4 +87,15 @@ Mixer make_lstm_mixer(const MixerContext& context, Options& options) {
   return std::make_shared<LstmMixerImpl>(context, options);
 }
 
+// This mixer's registry entry: the build lists every mixers/<name>.cpp and mixer_entries()
+// calls its <name>_entry().
+MixerEntry lstm_entry() {
+  return {.name = "lstm",
+          .make = make_lstm_mixer,
+          .recurrent = true,
+          .negative_eigenvalues = false,
+          .short_conv = false,
+          .seed_mini = {{"hidden", option(16)}, {"init", option("normal")}}};
+}
+
 }  // namespace memscript

@@ -102,4 +102,19 @@ Mixer make_mamba_mixer(const MixerContext& context, Options& options) {
   return std::make_shared<MambaMixerImpl>(context, options);
 }
 
+// This mixer's registry entry: the build lists every mixers/<name>.cpp and mixer_entries()
+// calls its <name>_entry().
+MixerEntry mamba_entry() {
+  return {.name = "mamba",
+          .make = make_mamba_mixer,
+          .recurrent = true,
+          .negative_eigenvalues = true,
+          .short_conv = false,
+          .seed_mini = {{"d_state", option(8)},
+                        {"d_conv", option(3)},
+                        {"expand", option(2)},
+                        {"dt_rank", option(1)}},
+          .seed_mini_alone_decoder = {{"mlp_ratio", option(0)}}};
+}
+
 }  // namespace memscript

@@ -49,4 +49,14 @@ Mixer make_mingru_mixer(const MixerContext& context, Options& options) {
   return std::make_shared<MinGruMixerImpl>(context, options);
 }
 
+// This mixer's registry entry: the build lists every mixers/<name>.cpp and mixer_entries()
+// calls its <name>_entry().
+MixerEntry mingru_entry() {
+  return {.name = "mingru",
+          .make = make_mingru_mixer,
+          .recurrent = true,
+          .negative_eigenvalues = true,
+          .short_conv = false};
+}
+
 }  // namespace memscript

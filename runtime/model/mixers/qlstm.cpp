@@ -55,4 +55,15 @@ Mixer make_qlstm_mixer(const MixerContext& context, Options& options) {
   return std::make_shared<QlstmMixerImpl>(context, options);
 }
 
+// This mixer's registry entry: the build lists every mixers/<name>.cpp and mixer_entries()
+// calls its <name>_entry().
+MixerEntry qlstm_entry() {
+  return {.name = "qlstm",
+          .make = make_qlstm_mixer,
+          .recurrent = true,
+          .negative_eigenvalues = true,
+          .short_conv = false,
+          .seed_mini = {{"hidden", option(16)}, {"gate_bias", option(true)}}};
+}
+
 }  // namespace memscript

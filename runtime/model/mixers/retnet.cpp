@@ -20,7 +20,7 @@
 
 #include <cmath>
 
-#include "runtime/model/mixers/heads.h"
+#include "runtime/model/heads.h"
 #include "runtime/ops/common/impl.h"
 #include "runtime/ops/delta_rule/delta_rule.h"
 
@@ -77,6 +77,17 @@ class RetNetMixerImpl : public MixerImpl {
 
 Mixer make_retnet_mixer(const MixerContext& context, Options& options) {
   return std::make_shared<RetNetMixerImpl>(context, options);
+}
+
+// This mixer's registry entry: the build lists every mixers/<name>.cpp and mixer_entries()
+// calls its <name>_entry().
+MixerEntry retnet_entry() {
+  return {.name = "retnet",
+          .make = make_retnet_mixer,
+          .recurrent = true,
+          .negative_eigenvalues = false,
+          .short_conv = false,
+          .seed_mini = {{"head_dim", option(4)}}};
 }
 
 }  // namespace memscript

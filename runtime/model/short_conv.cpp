@@ -1,4 +1,4 @@
-#include "runtime/model/mixers/short_conv.h"
+#include "runtime/model/short_conv.h"
 
 #include "runtime/ops/causal_conv/causal_conv.h"
 

@@ -1,4 +1,4 @@
-#include "runtime/model/mixers/heads.h"
+#include "runtime/model/heads.h"
 #include "runtime/ops/l2_normalize/l2_normalize.h"
 #include "runtime/ops/linear/linear.h"
 
