@@ -282,6 +282,38 @@ class Gla(nn.Module):
         return self.output(o.transpose(1, 2).flatten(2) * F.silu(self.output_gate(x)))
 
 
+class Hgrn2(nn.Module):
+    """HGRN2: S_t = S_{t-1} diag(f_t) + i_t (1 - f_t)^T per head, f = sigmoid(W_f x), o_t = S_t q_t
+    with q = swish(W_q x) / sqrt(expand); an RMS norm over the whole width with a learned scale."""
+
+    def __init__(self, d_model, config):
+        super().__init__()
+        self.heads, self.head_dim, self.expand = config["heads"], config["head_dim"], config["expand"]
+        keys, width = self.heads * self.expand, self.heads * self.head_dim
+        self.query = linear(d_model, keys, bias=False)
+        self.forget = linear(d_model, keys, bias=False)
+        self.input = linear(d_model, width, bias=False)
+        self.norm_weight = nn.Parameter(torch.ones(width))
+        self.output = linear(width, d_model)
+
+    def split(self, x):  # [B, L, H*D] -> [B, H, L, D]
+        return x.unflatten(-1, (self.heads, -1)).transpose(1, 2)
+
+    def forward(self, x):
+        q = self.split(F.silu(self.query(x))) * self.expand**-0.5
+        f = self.split(torch.sigmoid(self.forget(x)))
+        i = self.split(self.input(x))
+        b, h, length, dk = f.shape
+        state = x.new_zeros(b, h, i.shape[-1], dk)
+        outputs = []
+        for t in range(length):
+            state = state * f[:, :, t, None, :] + i[:, :, t, :, None] * (1 - f[:, :, t, None, :])
+            outputs.append((state @ q[:, :, t, :, None])[..., 0])
+        o = torch.stack(outputs, dim=2).transpose(1, 2).flatten(2)
+        o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + 1e-5) * self.norm_weight
+        return self.output(o)
+
+
 class Mamba(nn.Module):
     def __init__(self, d_model, config):
         super().__init__()
@@ -350,6 +382,7 @@ MIXERS = {
     "mamba": Mamba,
     "retnet": RetNet,
     "gla": Gla,
+    "hgrn2": Hgrn2,
 }
 
 

@@ -282,15 +282,18 @@ TEST_CASE("an error in a Lua mixer's forward during training fails the run, chec
   )lua");
 }
 
-TEST_CASE("the stdlib's qlstm, deltanet, retnet and gla in Lua match the built-ins to 1e-9") {
+TEST_CASE("the stdlib's qlstm, deltanet, retnet, gla and hgrn2 in Lua match the built-ins to 1e-9") {
   REQUIRE_LUA_OK(R"lua(
     require "memscript.mixers.qlstm"
     require "memscript.mixers.deltanet"
     require "memscript.mixers.retnet"
     require "memscript.mixers.gla"
+    require "memscript.mixers.hgrn2"
     local task = ms.task.parity{}
-    -- The built-in's parameter of a Lua one: gate_up.weight there is gate_up_weight here.
-    local function built_in(name)
+    -- The built-in's parameter of a Lua one: gate_up.weight there is gate_up_weight here (a
+    -- bare parameter, as hgrn2's norm_weight, has the same name in both).
+    local function built_in(name, source)
+      if source[name] then return name end
       local renamed = name:gsub("%.([%w_]+)_weight$", ".%1.weight"):gsub("%.([%w_]+)_bias$",
         function(m) return m == "forget" and ".forget_bias" or "." .. m .. ".bias" end)
       return renamed
@@ -300,6 +303,7 @@ TEST_CASE("the stdlib's qlstm, deltanet, retnet and gla in Lua match the built-i
       { "deltanet", { head_dim = 3, qkv_bias = true } },
       { "retnet", { head_dim = 3, qkv_bias = true } },
       { "gla", { head_dim = 4, key_dim = 3, gate_rank = 2, gate_normaliser = 4 } },
+      { "hgrn2", { head_dim = 3, expand = 2 } },
     }
     local signed = { qlstm = true, deltanet = true }
     for _, case in ipairs(cases) do
@@ -316,7 +320,7 @@ TEST_CASE("the stdlib's qlstm, deltanet, retnet and gla in Lua match the built-i
         assert(builtin:num_parameters() == written:num_parameters(), what)
         local source = builtin:named_parameters()
         for name, p in pairs(written:named_parameters()) do
-          p:copy(assert(source[built_in(name)], built_in(name)))
+          p:copy(assert(source[built_in(name, source)], built_in(name, source)))
         end
         local b = task:sample{ batch = 3, length = 11 }
         local gap = (builtin:forward(b.inputs) - written:forward(b.inputs)):abs():amax():item()
@@ -324,7 +328,7 @@ TEST_CASE("the stdlib's qlstm, deltanet, retnet and gla in Lua match the built-i
         builtin:loss(b):backward()
         written:loss(b):backward()
         for name, p in pairs(written:named_parameters()) do
-          local g = (p:grad() - source[built_in(name)]:grad()):abs():amax():item()
+          local g = (p:grad() - source[built_in(name, source)]:grad()):abs():amax():item()
           assert(g < 1e-9, what .. ", " .. name .. ": gradients differ by " .. g)
         end
       end
