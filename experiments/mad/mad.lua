@@ -99,24 +99,26 @@ assert(#setting_names > 0, "--set tasks= names none of " ..
        "fuzzy_recall, in_context_recall, memorization, noisy_recall, selective_copying")
 
 -- The task a setting trains on (MAD's training targets: the next token everywhere for the
--- recall tasks) and the one it is tested on (MAD's test targets).
+-- recall tasks), the one it is tested on (MAD's test targets) and the model's length. In-context
+-- and noisy recall use mad-lab's multi-query layout (its benchmark's `multi_query: True`): the
+-- model reads all but the last of seq_len tokens, so length 128 is 127 here as there.
 local function make_tasks(s)
-  if s.task == "in_context_recall" then
-    return ms.task.in_context_recall{ vocab = s.vocab },
-           ms.task.in_context_recall{ vocab = s.vocab, score = "last" }
-  elseif s.task == "noisy_recall" then
-    return ms.task.in_context_recall{ vocab = s.vocab, noise_vocab = 16, noise = s.noise },
-           ms.task.in_context_recall{ vocab = s.vocab, noise_vocab = 16, noise = s.noise,
-                                      score = "last" }
+  if s.task == "in_context_recall" or s.task == "noisy_recall" then
+    local options = { vocab = s.vocab, multi_query = true }
+    if s.task == "noisy_recall" then options.noise_vocab, options.noise = 16, s.noise end
+    local test = { test = true }
+    for k, v in pairs(options) do test[k] = v end
+    return ms.task.in_context_recall(options), ms.task.in_context_recall(test), s.length - 1
   elseif s.task == "fuzzy_recall" then
     return ms.task.fuzzy_recall{ vocab = s.vocab, key_size = 3, value_size = 3 },
-           ms.task.fuzzy_recall{ vocab = s.vocab, key_size = 3, value_size = 3, test = true }
+           ms.task.fuzzy_recall{ vocab = s.vocab, key_size = 3, value_size = 3, test = true },
+           s.length
   elseif s.task == "selective_copying" then
     local task = ms.task.selective_copying{ vocab = s.vocab, copies = s.copies }
-    return task, task
+    return task, task, s.length
   end
   local task = ms.task.memorization{ vocab = s.vocab }
-  return task, task
+  return task, task, s.length
 end
 
 -- MAD trains on a fixed set of `examples` sequences for many epochs. memscript draws fresh
@@ -176,8 +178,7 @@ local columns = { "step", "lr", "weight_decay", "train_accuracy", "accuracy", "r
 
 local function train(p, lr, wd)
   local s = settings[p.setting]
-  local train_task, test_task = make_tasks(s)
-  local length = s.length
+  local train_task, test_task, length = make_tasks(s)
   local per_epoch = (s.train + batch - 1) // batch
   local steps = quick and 3 or epochs * per_epoch
   -- MAD scores the test set after every epoch; here every epoch, but at most every 100 steps.

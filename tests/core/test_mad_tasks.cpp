@@ -6,6 +6,7 @@
 
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "runtime/tasks/memorization.h"
 #include "task_support.h"
@@ -73,6 +74,68 @@ TEST_CASE("in_context_recall checks its options and lengths") {
       Contains("'noise_vocab' must be"));
   REQUIRE_THROWS_WITH(build_task("in_context_recall", [](Options& o) { o.set("noise", {1.0}); }),
                       Contains("'noise' must be in"));
+}
+
+TEST_CASE("in_context_recall with multi_query: MAD's benchmark layout, scored where recalled") {
+  for (const auto& [vocab, noise_vocab, noise] :
+       std::vector<std::tuple<int64_t, int64_t, double>>{{16, 0, 0.0}, {32, 16, 0.2}}) {
+    for (const bool test : {false, true}) {
+      INFO("vocab " << vocab << " noise " << noise << " test " << test);
+      const auto task = build_task("in_context_recall", [&](Options& o) {
+        o.set("vocab", {vocab});
+        o.set("noise_vocab", {noise_vocab});
+        o.set("noise", {noise});
+        o.set("multi_query", {true});
+        o.set("test", {test});
+      });
+      const int64_t plain = vocab - noise_vocab, keys = plain / 2;
+      const int64_t length = 63;  // 32 pairs, the last token only a target
+      const HostBatch batch = sample_host_batch(*task, 200, {length, length}, 6);
+      int64_t recalled = 0;
+      for (int64_t i = 0; i < batch.batch; ++i) {
+        const auto x = row(batch.inputs, i, length);
+        const auto y = row(batch.targets, i, length);
+        std::vector<int64_t> tokens(x.begin(), x.end());
+        tokens.push_back(y[length - 1]);  // the whole sequence the model reads and predicts
+        for (int64_t t = 0; t + 1 < length; ++t) REQUIRE(y[t] == x[t + 1]);
+        std::map<int64_t, int64_t> bound;
+        for (int64_t s = 0; s < length + 1; s += 2) {
+          const bool is_noise = tokens[s] >= plain;
+          if (is_noise) {
+            REQUIRE((s + 2 < length + 1 && tokens[s + 1] >= plain && tokens[s + 1] < vocab));
+          } else {
+            REQUIRE(tokens[s] < keys);
+            REQUIRE((tokens[s + 1] >= keys && tokens[s + 1] < plain));
+          }
+          const bool seen = !is_noise && bound.count(tokens[s]) == 1;
+          if (seen) REQUIRE(bound[tokens[s]] == tokens[s + 1]);
+          if (s + 2 == length + 1) REQUIRE(seen);  // the final pair asks a key that appeared
+          if (!is_noise) bound[tokens[s]] = tokens[s + 1];
+          // Scored: everything in training; at test the values of keys seen before, alone.
+          for (int64_t u = s; u < s + 2; ++u) {
+            if (u == 0) continue;
+            const bool scored = batch.mask[i * length + u - 1] == 1;
+            REQUIRE(scored == (!test || (u == s + 1 && seen)));
+            recalled += scored && u == s + 1 && seen;
+          }
+        }
+      }
+      if (test) CHECK(recalled > batch.batch * 3);  // several recalls a sequence, not one
+    }
+  }
+  const auto task =
+      build_task("in_context_recall", [](Options& o) { o.set("multi_query", {true}); });
+  REQUIRE_THROWS_WITH(sample_host_batch(*task, 2, {8, 8}, 1),
+                      Contains("with multi_query, length must be odd and at least 3"));
+  const HostBatch one = sample_host_batch(*task, 1, {3, 3}, 1);  // a pair, then the final pair
+  CHECK(one.inputs[0] == one.inputs[2]);
+  CHECK(one.targets[2] == one.inputs[1]);
+}
+
+TEST_CASE("in_context_recall with test = true alone scores the single probe's answer") {
+  const auto task = build_task("in_context_recall", [](Options& o) { o.set("test", {true}); });
+  const HostBatch batch = sample_host_batch(*task, 20, {16, 16}, 3);
+  for (int64_t i = 0; i < 20 * 16; ++i) CHECK(batch.mask[i] == (i % 16 == 15 ? 1 : 0));
 }
 
 TEST_CASE("selective_copying: the content tokens among blanks, copied after the copy token") {
