@@ -99,9 +99,10 @@ assert(#setting_names > 0, "--set tasks= names none of " ..
        "fuzzy_recall, in_context_recall, memorization, noisy_recall, selective_copying")
 
 -- The task a setting trains on (MAD's training targets: the next token everywhere for the
--- recall tasks), the one it is tested on (MAD's test targets) and the model's length. In-context
--- and noisy recall use mad-lab's multi-query layout (its benchmark's `multi_query: True`): the
--- model reads all but the last of seq_len tokens, so length 128 is 127 here as there.
+-- recall tasks), the one it is tested on (MAD's test targets) and the model's length. The recall
+-- tasks use mad-lab's multi-query layout (its benchmark's `multi_query: True`); in in-context and
+-- noisy recall the model reads all but the last of seq_len tokens, so length 128 is 127 here as
+-- there (fuzzy recall pads to seq_len + 1 tokens, so its model reads 128).
 local function make_tasks(s)
   if s.task == "in_context_recall" or s.task == "noisy_recall" then
     local options = { vocab = s.vocab, multi_query = true }
@@ -110,9 +111,10 @@ local function make_tasks(s)
     for k, v in pairs(options) do test[k] = v end
     return ms.task.in_context_recall(options), ms.task.in_context_recall(test), s.length - 1
   elseif s.task == "fuzzy_recall" then
-    return ms.task.fuzzy_recall{ vocab = s.vocab, key_size = 3, value_size = 3 },
-           ms.task.fuzzy_recall{ vocab = s.vocab, key_size = 3, value_size = 3, test = true },
-           s.length
+    local options = { vocab = s.vocab, key_size = 3, value_size = 3, multi_query = true }
+    local test = { test = true }
+    for k, v in pairs(options) do test[k] = v end
+    return ms.task.fuzzy_recall(options), ms.task.fuzzy_recall(test), s.length
   elseif s.task == "selective_copying" then
     local task = ms.task.selective_copying{ vocab = s.vocab, copies = s.copies }
     return task, task, s.length

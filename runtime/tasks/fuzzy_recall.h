@@ -23,17 +23,21 @@ namespace memscript {
 //   noise_vocab = N    noise tokens (default 0)
 //   noise = f          the chance a slot is noise (default 0, below 1)
 //   test = false       MAD's test instances (above)
-// The length is at least 2 (k + v) + 1. One difference from mad-lab's generator: its loop can
-// end before reaching the probe's drawn position (a few percent of sequences at length 128),
-// leaving the question unanswerable; here the probe pair then follows the last pair, and the
-// context stops early enough to leave room for it.
-// Example, V = 12, k = v = 2, test, length 16: keys 0 .. 4, values 5 .. 9, pad 10, prefix 11;
-// pairs 0 4 → 9 5 and 4 1 → 9 8, the question 4 1 → 9 8:
+//   multi_query = false  mad-lab's benchmark layout (`multi_query: True`): no copy prefix (keys
+//                      and values take n = V − 1 − N tokens, the pad is V − 1), the final probe
+//                      pair follows the context directly, and `test = true` scores the tokens
+//                      of every value whose key appeared in an earlier pair, the final one too
+// The length is at least 2 (k + v) + 1 (2 (k + v) with multi_query). One difference from mad-lab's
+// generator: its loop can end before reaching the probe's drawn position (a few percent of
+// sequences at length 128), leaving the question unanswerable; here the probe pair then follows the
+// last pair, and the context stops early enough to leave room for it. Example, V = 12, k = v = 2,
+// test, length 16: keys 0 .. 4, values 5 .. 9, pad 10, prefix 11; pairs 0 4 → 9 5 and 4 1 → 9 8,
+// the question 4 1 → 9 8:
 //   10 10 10 10 0 4 9 5 4 1 9 8 11 4 1 9 -> ..............98
 class FuzzyRecallTask : public Task {
  public:
   FuzzyRecallTask(int64_t vocab, int64_t key_size, int64_t value_size, int64_t noise_vocab,
-                  double noise, bool test);
+                  double noise, bool multi_query, bool test);
 
   std::string name() const override { return "fuzzy_recall"; }
   int64_t vocab_size() const override { return vocab_; }
@@ -45,7 +49,7 @@ class FuzzyRecallTask : public Task {
  private:
   int64_t vocab_, key_size_, value_size_, noise_vocab_;
   double noise_;
-  bool test_;
+  bool multi_query_, test_;
   int64_t keys_, values_;  // keys 0 .. keys_ − 1, values keys_ .. keys_ + values_ − 1
 };
 

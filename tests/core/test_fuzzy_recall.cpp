@@ -168,3 +168,70 @@ TEST_CASE("fuzzy_recall: impossible options and lengths are refused by name") {
                     Contains("at least 2 (key_size + value_size) + 1 = 13"));
   CHECK_NOTHROW(task->check_length(13));
 }
+
+TEST_CASE("fuzzy_recall with multi_query: no prefix, the final pair asked, every recall scored") {
+  for (const bool test : {false, true}) {
+    for (const double noise : {0.0, 0.3}) {
+      INFO("test " << test << " noise " << noise);
+      const int64_t vocab = 17, noise_vocab = noise > 0 ? 4 : 0, length = 96;
+      const auto task = build_task("fuzzy_recall", [&](Options& o) {
+        o.set("vocab", {vocab});
+        o.set("noise_vocab", {noise_vocab});
+        o.set("noise", {noise});
+        o.set("multi_query", {true});
+        o.set("test", {test});
+      });
+      // keys 0 .. 5, values 6 .. 11 (no noise) or 6 .. 11 then noise 12 .. 15; the pad 16.
+      const int64_t plain = vocab - 1 - noise_vocab, keys = plain / 2, pad = vocab - 1;
+      const HostBatch batch = sample_host_batch(*task, 150, {length, length}, 8);
+      int64_t recalls = 0;
+      for (int64_t i = 0; i < batch.batch; ++i) {
+        const auto x = row(batch.inputs, i, length);
+        const auto y = row(batch.targets, i, length);
+        std::vector<int64_t> tokens(x.begin(), x.end());
+        tokens.push_back(y[length - 1]);
+        for (int64_t t = 0; t + 1 < length; ++t) REQUIRE(y[t] == x[t + 1]);
+        // Runs of one kind: pads, then keys each followed by values, or noise.
+        const auto kind = [&](int64_t token) {
+          return token == pad ? 0 : token >= plain ? 3 : token < keys ? 1 : 2;
+        };
+        size_t at = 0;
+        while (at < tokens.size() && kind(tokens[at]) == 0) ++at;
+        std::map<std::vector<int64_t>, std::vector<int64_t>> bound;
+        std::vector<bool> expected(tokens.size(), false);  // scored when it is a target
+        std::vector<int64_t> last_key;
+        bool last_seen = false;
+        while (at < tokens.size()) {
+          const int first = kind(tokens[at]);
+          REQUIRE((first == 1 || first == 3));
+          std::vector<int64_t> k, v;
+          while (at < tokens.size() && kind(tokens[at]) == first) k.push_back(tokens[at++]);
+          if (first == 3) continue;
+          if (test) REQUIRE(k.size() == 3);
+          const size_t value_at = at;
+          while (at < tokens.size() && kind(tokens[at]) == 2) v.push_back(tokens[at++]);
+          REQUIRE(!v.empty());
+          last_seen = bound.count(k) == 1;
+          if (last_seen) {
+            REQUIRE(bound[k] == v);
+            for (size_t u = value_at; u < at; ++u) expected[u] = true;
+          }
+          bound[k] = v;
+          last_key = k;
+        }
+        REQUIRE(last_seen);  // the final pair's key appeared before: the question
+        for (int64_t t = 0; t < length; ++t) {
+          const bool scored = batch.mask[i * length + t] == 1;
+          REQUIRE(scored == (!test || expected[static_cast<size_t>(t + 1)]));
+          recalls += scored;
+        }
+      }
+      if (test) CHECK(recalls > batch.batch);  // more than the final answer, on average
+    }
+  }
+  const auto task = build_task("fuzzy_recall", [](Options& o) { o.set("multi_query", {true}); });
+  REQUIRE_THROWS_WITH(sample_host_batch(*task, 2, {11, 11}, 1),
+                      Contains("length must be at least 2 (key_size + value_size) = 12 (the probe "
+                               "pair twice), got 11"));
+  CHECK_NOTHROW(sample_host_batch(*task, 2, {12, 12}, 1));
+}
