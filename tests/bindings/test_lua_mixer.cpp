@@ -282,7 +282,8 @@ TEST_CASE("an error in a Lua mixer's forward during training fails the run, chec
   )lua");
 }
 
-TEST_CASE("the stdlib's qlstm, deltanet, retnet, gla and hgrn2 in Lua match the built-ins to 1e-9") {
+TEST_CASE(
+    "the stdlib's qlstm, deltanet, retnet, gla and hgrn2 in Lua match the built-ins to 1e-9") {
   REQUIRE_LUA_OK(R"lua(
     require "memscript.mixers.qlstm"
     require "memscript.mixers.deltanet"
