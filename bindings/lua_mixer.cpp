@@ -363,7 +363,7 @@ int apply_norm(lua_State* L) {
   if (bias) {
     push_object<torch::Tensor>(L, ops::layer_norm(x, weight, *bias, eps));
   } else {
-    push_object<torch::Tensor>(L, x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * weight);
+    push_object<torch::Tensor>(L, ops::rms_norm(x, weight, eps));
   }
   return 1;
 }

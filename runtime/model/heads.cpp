@@ -1,5 +1,6 @@
 #include "runtime/model/heads.h"
 #include "runtime/ops/l2_normalize/l2_normalize.h"
+#include "runtime/ops/layer_norm/layer_norm.h"
 #include "runtime/ops/linear/linear.h"
 
 namespace memscript {
@@ -62,8 +63,7 @@ HeadInputs project_heads(QkvProjections& projections, const torch::Tensor& x, in
 }
 
 torch::Tensor normalise_heads_and_gate(const torch::Tensor& outputs, const torch::Tensor& gate) {
-  const torch::Tensor normalised = outputs * torch::rsqrt(outputs.pow(2).mean(-1, true) + 1e-6);
-  return merge_heads(normalised) * gate;
+  return merge_heads(ops::rms_norm(outputs, torch::Tensor(), 1e-6)) * gate;
 }
 
 }  // namespace memscript

@@ -24,6 +24,7 @@
 #include "runtime/model/heads.h"
 #include "runtime/ops/common/impl.h"
 #include "runtime/ops/delta_rule/delta_rule.h"
+#include "runtime/ops/layer_norm/layer_norm.h"
 
 namespace memscript {
 
@@ -58,9 +59,8 @@ class Hgrn2MixerImpl : public MixerImpl {
     const ops::DeltaRuleResult out =
         fused_ ? ops::delta_rule(q, 1 - f, i, beta, f, carried, additive)
                : ops::delta_rule_reference(q, 1 - f, i, beta, f, carried, additive);
-    const torch::Tensor o = merge_heads(out.outputs);
     const torch::Tensor normalised =
-        o * torch::rsqrt(o.pow(2).mean(-1, true) + kNormEps) * norm_weight_;
+        ops::rms_norm(merge_heads(out.outputs), norm_weight_, kNormEps);
     return {ops::linear(output_, normalised), {{out.state}, state.position + x.size(1)}};
   }
 

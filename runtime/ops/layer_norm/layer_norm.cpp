@@ -88,4 +88,9 @@ torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight,
   return LayerNormFunction::apply(x, weight, bias, eps)[0];
 }
 
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  const torch::Tensor normalised = x * torch::rsqrt(x.pow(2).mean(-1, true) + eps);
+  return weight.defined() ? normalised * weight : normalised;
+}
+
 }  // namespace memscript::ops
