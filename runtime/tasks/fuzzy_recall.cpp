@@ -93,20 +93,19 @@ void FuzzyRecallTask::generate(Rng& rng, SequenceView sequence) const {
   std::vector<std::pair<Motif, Motif>> bound;
   std::vector<int64_t> body;
   body.reserve(static_cast<size_t>(length + 1));
-  // Multi-query: the body's positions that hold a value whose key appeared in an earlier pair.
+  // Multi-query: which body positions hold a value whose key appeared in an earlier pair. It
+  // grows to the last such value, and the final pair is one, so it covers the whole body.
   std::vector<bool> asked;
-  std::vector<Motif> presented;
-  const auto add_pair = [&](const Motif& k, const Motif& v) {
-    const bool seen = std::find(presented.begin(), presented.end(), k) != presented.end();
+  const auto add_pair = [&](const Motif& k, const Motif& v, bool seen) {
     append(body, k);
-    asked.resize(body.size(), false);
     append(body, v);
-    asked.resize(body.size(), seen);
-    if (!seen) presented.push_back(k);
+    if (!seen) return;
+    asked.resize(body.size() - v.size, false);
+    asked.resize(body.size(), true);
   };
   bool probe_placed = false;
   const auto place_probe = [&] {
-    add_pair(probe_key, probe_value);
+    add_pair(probe_key, probe_value, false);
     probe_placed = true;
   };
   while (static_cast<int64_t>(body.size()) < context_end) {
@@ -119,27 +118,26 @@ void FuzzyRecallTask::generate(Rng& rng, SequenceView sequence) const {
     if (noise_ > 0 && rng.uniform() < noise_) {
       for (int64_t i = 0; i < key_size + value_size; ++i)
         body.push_back(noise_first + rng.between(0, noise_vocab_ - 1));
-      asked.resize(body.size(), false);
       continue;
     }
     const Motif k = key(key_size);
     if (k == probe_key) {
-      add_pair(k, probe_value);
+      add_pair(k, probe_value, probe_placed);
       probe_placed = true;
       continue;
     }
     auto found =
         std::find_if(bound.begin(), bound.end(), [&](const auto& pair) { return pair.first == k; });
-    if (found == bound.end()) {
+    const bool seen = found != bound.end();
+    if (!seen) {
       bound.emplace_back(k, value(value_size));
       found = bound.end() - 1;
     }
-    add_pair(k, found->second);
+    add_pair(k, found->second, seen);
   }
   if (!probe_placed) place_probe();
   if (!multi_query_) body.push_back(prefix);
-  asked.resize(body.size(), false);
-  add_pair(probe_key, probe_value);
+  add_pair(probe_key, probe_value, true);
 
   // Padded in front to length + 1 tokens; inputs are the first `length`, targets the last.
   const int64_t pads = length + 1 - static_cast<int64_t>(body.size());

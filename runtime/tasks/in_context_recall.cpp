@@ -40,14 +40,14 @@ void InContextRecallTask::check_length(int64_t length) const {
 
 void InContextRecallTask::generate(Rng& rng, SequenceView sequence) const {
   const int64_t length = sequence.length;
-  // The whole sequence of tokens: the model reads all but the last (multi_query) or all of it
-  // and then the probe's answer (single query).
-  const int64_t tokens = multi_query_ ? length + 1 : length;
-  const int64_t slots = tokens / 2 - 1;
+  // The length + 1 tokens of which the model reads the first `length` and predicts the last:
+  // the slots, then (single query) the copy prefix, the probe key and its value, or
+  // (multi_query, odd length) the final pair. Both hold (length + 1) / 2 − 1 slots.
+  const int64_t slots = (length + 1) / 2 - 1;
   const int64_t kept = rng.between(0, slots - 1);
   std::vector<int64_t> bound(static_cast<size_t>(keys_), -1);
   std::vector<int64_t> presented;
-  std::vector<int64_t> x(static_cast<size_t>(tokens) + (multi_query_ ? 0 : 1));
+  std::vector<int64_t> x(static_cast<size_t>(length) + 1);
   std::vector<bool> asked(x.size(), false);  // a value whose key appeared in an earlier pair
   for (int64_t i = 0; i < slots; ++i) {
     if (i != kept && noise_ > 0 && rng.uniform() < noise_) {
