@@ -26,50 +26,127 @@ bool parse_boolean(const std::string& text, bool& out) {
   throw UserError("--set " + key + "=" + value + ": expected " + expected);
 }
 
+// Pushes text converted to the type of the value at index `like` (integer, number, boolean or
+// string); false, pushing nothing, when text is not one.
+bool push_typed(lua_State* L, const std::string& text, int like) {
+  char* end = nullptr;
+  errno = 0;
+  switch (lua_type(L, like)) {
+    case LUA_TNUMBER:
+      if (lua_isinteger(L, like)) {
+        const long long value = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno) return false;
+        lua_pushinteger(L, value);
+      } else {
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || errno) return false;
+        lua_pushnumber(L, value);
+      }
+      return true;
+    case LUA_TBOOLEAN: {
+      bool value = false;
+      if (!parse_boolean(text, value)) return false;
+      lua_pushboolean(L, value);
+      return true;
+    }
+    default:
+      lua_pushlstring(L, text.data(), text.size());
+      return true;
+  }
+}
+
+const char* type_words(lua_State* L, int like, bool plural) {
+  switch (lua_type(L, like)) {
+    case LUA_TNUMBER:
+      if (lua_isinteger(L, like)) return plural ? "integers" : "an integer";
+      return plural ? "numbers" : "a number";
+    case LUA_TBOOLEAN:
+      return plural ? "true or false values" : "true or false";
+    default:
+      return plural ? "strings" : "a string";
+  }
+}
+
+// A list default's items are all numbers, all booleans or all strings, and --set's items are
+// converted to that type: integers when every number in the default is one ({ 16, 32 }),
+// floats otherwise ({ 0, 0.1 }). Leaves an example of the type on the stack ("" for {}).
+void push_list_item_type(lua_State* L, int list) {
+  const lua_Integer n = luaL_len(L, list);
+  if (n == 0) {
+    lua_pushliteral(L, "");
+    return;
+  }
+  lua_geti(L, list, 1);
+  const int type = lua_type(L, -1);
+  bool integers = true;
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_geti(L, list, i);
+    const bool scalar = lua_type(L, -1) == LUA_TNUMBER || lua_type(L, -1) == LUA_TBOOLEAN ||
+                        lua_type(L, -1) == LUA_TSTRING;
+    if (!scalar || lua_type(L, -1) != type)
+      argument_error(L, 2,
+                     "a list default holds numbers, booleans or strings, not a mix; item " +
+                         std::to_string(i) + " is a " + luaL_typename(L, -1) +
+                         (scalar ? std::string(", item 1 a ") + luaL_typename(L, -2) : ""));
+    integers = integers && (type != LUA_TNUMBER || lua_isinteger(L, -1));
+    lua_pop(L, 1);
+  }
+  if (type == LUA_TNUMBER && !integers) {
+    lua_pop(L, 1);
+    lua_pushnumber(L, 0.0);
+  }
+}
+
+// "a,b, c" as a list of items typed like the example at index `like`; a blank text is {}.
+void push_list(lua_State* L, const std::string& key, const std::string& text, int like) {
+  lua_newtable(L);
+  if (text.find_first_not_of(" \t") == std::string::npos) return;
+  lua_Integer n = 0;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    ++n;
+    if (item.empty() || !push_typed(L, item, like))
+      bad_param(L, key, text,
+                std::string("a comma-separated list of ") + type_words(L, like, true) + " (item " +
+                    std::to_string(n) + (item.empty() ? " is empty)" : " is '" + item + "')"));
+    lua_seti(L, -2, n);
+    if (comma == std::string::npos) return;
+    start = comma + 1;
+  }
+}
+
 // ms.param(key, default): the --set value of key, typed like default (integer, number,
-// boolean or string); default when the command line does not set it.
+// boolean, string, or a list of one of them: --set key=a,b,c); default when the command line
+// does not set it.
 int param(lua_State* L) {
   if (lua_type(L, 1) != LUA_TSTRING) argument_error(L, 1, "string expected (the parameter's name)");
   const std::string key = lua_tostring(L, 1);
+  lua_settop(L, 2);
+  const int type = lua_type(L, 2);
+  if (type != LUA_TNUMBER && type != LUA_TBOOLEAN && type != LUA_TSTRING && type != LUA_TNIL &&
+      type != LUA_TTABLE)
+    argument_error(L, 2,
+                   std::string("the default must be a number, boolean, string or list, got ") +
+                       luaL_typename(L, 2));
+  if (type == LUA_TTABLE) push_list_item_type(L, 2);  // checks the default even when unset
   Session& current = session(L);
   current.params_read.insert(key);
   auto found = current.settings.params.find(key);
   if (found == current.settings.params.end()) {
-    lua_settop(L, 2);
+    lua_pushvalue(L, 2);
     return 1;
   }
   const std::string& text = found->second;
-  switch (lua_type(L, 2)) {
-    case LUA_TNUMBER: {
-      char* end = nullptr;
-      errno = 0;
-      if (lua_isinteger(L, 2)) {
-        const long long value = std::strtoll(text.c_str(), &end, 10);
-        if (text.empty() || *end != '\0' || errno) bad_param(L, key, text, "an integer");
-        lua_pushinteger(L, value);
-      } else {
-        const double value = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end != '\0' || errno) bad_param(L, key, text, "a number");
-        lua_pushnumber(L, value);
-      }
-      return 1;
-    }
-    case LUA_TBOOLEAN: {
-      bool value = false;
-      if (!parse_boolean(text, value)) bad_param(L, key, text, "true or false");
-      lua_pushboolean(L, value);
-      return 1;
-    }
-    case LUA_TSTRING:
-    case LUA_TNIL:
-    case LUA_TNONE:
-      lua_pushlstring(L, text.data(), text.size());
-      return 1;
-    default:
-      argument_error(L, 2,
-                     std::string("the default must be a number, boolean or string, got ") +
-                         luaL_typename(L, 2));
+  if (type == LUA_TTABLE) {
+    push_list(L, key, text, 3);
+    return 1;
   }
+  if (!push_typed(L, text, 2)) bad_param(L, key, text, type_words(L, 2, false));
+  return 1;
 }
 
 void set_function(lua_State* L, const char* name, lua_CFunction function) {

@@ -34,14 +34,9 @@ assert(phase == "all" or phase == "grid" or phase == "seeds",
 assert(settings_kind == "all" or settings_kind == "baseline",
        "--set settings= must be all or baseline, got " .. settings_kind)
 
-local function list(text, convert)
-  local items = {}
-  for item in text:gmatch("[^,%s]+") do items[#items + 1] = convert and convert(item) or item end
-  return items
-end
-local mixers = list(quick and "gpt,mamba" or ms.param("mixers", "gpt,deltanet,mamba"))
-local lrs = list(quick and "1e-3" or ms.param("lrs", "1e-4,5e-4,1e-3"), tonumber)
-local wds = list(quick and "0" or ms.param("wds", "0,0.1"), tonumber)
+local mixers = quick and { "gpt", "mamba" } or ms.param("mixers", { "gpt", "deltanet", "mamba" })
+local lrs = quick and { 1e-3 } or ms.param("lrs", { 1e-4, 5e-4, 1e-3 })
+local wds = quick and { 0 } or ms.param("wds", { 0, 0.1 })
 for i, wd in ipairs(wds) do if wd == 0 then wds[i] = 0 end end -- "0", not "0.0", in run names
 
 -- MAD's five tasks that fit a causal decoder: the baseline setting and the knobs each changed
@@ -68,7 +63,7 @@ local tasks = {
                 { "train", { 6400, 3200, 1600, 800 } }, { "copies", { 32, 64, 96 } } } },
 }
 local wanted_tasks = {}
-for _, name in ipairs(list(ms.param("tasks", ""))) do wanted_tasks[name] = true end
+for _, name in ipairs(ms.param("tasks", {})) do wanted_tasks[name] = true end
 
 -- Every setting, named "<task>.base" or "<task>.<knob>-<value>", in the config files' order.
 local settings, setting_names = {}, {}

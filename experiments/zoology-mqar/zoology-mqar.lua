@@ -18,24 +18,18 @@ local steps = quick and 10 or ms.param("steps", 4000)
 local batch = quick and 8 or ms.param("batch", 64)
 local large = ms.param("large", false)
 
-local function list(text, convert)
-  local items = {}
-  for item in text:gmatch("[^,%s]+") do items[#items + 1] = convert and convert(item) or item end
-  return items
-end
-
 local sizes = { ["64x4"] = { 64, 4 }, ["128x8"] = { 128, 8 }, ["256x16"] = { 256, 16 },
                 ["512x64"] = { 512, 64 } }
 -- Subsets (--set models=attention, say) run part of the figure on a short lease.
-local size_names = list(quick and "64x4" or ms.param("sizes", "64x4,128x8,256x16"))
+local size_names = quick and { "64x4" } or ms.param("sizes", { "64x4", "128x8", "256x16" })
 if large and not quick then size_names[#size_names + 1] = "512x64" end
 for _, size in ipairs(size_names) do
   assert(sizes[size], "--set sizes=: unknown size " .. size .. " (64x4, 128x8, 256x16, 512x64)")
 end
-local widths = list(quick and "64" or ms.param("widths", "64,128"), tonumber)
-local lrs = list(quick and "1e-3" or ms.param("lrs", "1e-4,4.6e-4,2.2e-3,1e-2"), tonumber)
-local model_names = list(quick and "attention,deltanet" or
-                         ms.param("models", "attention,linear_attention,deltanet,gated_deltanet,mamba"))
+local widths = quick and { 64 } or ms.param("widths", { 64, 128 })
+local lrs = quick and { 1e-3 } or ms.param("lrs", { 1e-4, 4.6e-4, 2.2e-3, 1e-2 })
+local model_names = quick and { "attention", "deltanet" } or
+    ms.param("models", { "attention", "linear_attention", "deltanet", "gated_deltanet", "mamba" })
 local layer_of = {
   attention = { mixer = "gpt", positions = "learned" },
   linear_attention = { mixer = "linear_attention" },

@@ -101,6 +101,68 @@ TEST_CASE("a --set value that does not fit its default's type is a usage error")
   CHECK_THAT(interpreter.last_error(), Contains("--set steps=abc: expected an integer"));
 }
 
+TEST_CASE("ms.param reads a comma-separated --set value as a list typed like its default") {
+  TempDir out;
+  memscript::lua::Settings settings = test_settings(out);
+  settings.params = {{"lrs", "1e-4, 5e-4,1e-3"},
+                     {"sizes", "64,128"},
+                     {"names", "a,b"},
+                     {"flags", "yes,off"},
+                     {"none", ""},
+                     {"any", "x,y"},
+                     {"wds", "0,0.5"}};
+  memscript::lua::Interpreter interpreter(settings);
+  CHECK(interpreter.run_code(R"lua(
+    local lrs = ms.param("lrs", { 1e-3 })
+    assert(#lrs == 3 and lrs[1] == 1e-4 and lrs[2] == 5e-4 and lrs[3] == 1e-3)
+    assert(math.type(lrs[3]) == "float")
+    local sizes = ms.param("sizes", { 1, 2, 3 })
+    assert(#sizes == 2 and sizes[2] == 128 and math.type(sizes[2]) == "integer")
+    local names = ms.param("names", { "x" })
+    assert(#names == 2 and names[1] == "a" and names[2] == "b")
+    local flags = ms.param("flags", { false })
+    assert(flags[1] == true and flags[2] == false)
+    assert(next(ms.param("none", { 1 })) == nil)
+    local wds = ms.param("wds", { 0, 0.1 })
+    assert(#wds == 2 and wds[1] == 0 and math.type(wds[1]) == "float" and wds[2] == 0.5)
+    local any = ms.param("any", {})
+    assert(any[1] == "x" and any[2] == "y")
+    local default = { 7, 8 }
+    assert(ms.param("absent", default) == default)
+  )lua",
+                             "=test") == 0);
+  CHECK(interpreter.last_error().empty());
+}
+
+TEST_CASE("a --set list item that does not fit, or a mixed list default, is one clear error") {
+  TempDir out;
+  memscript::lua::Settings settings = test_settings(out);
+  settings.params = {{"lrs", "1e-4,abc"}, {"sizes", "64,,128"}};
+  {
+    memscript::lua::Interpreter interpreter(settings);
+    CHECK(interpreter.run_code("ms.param('lrs', { 0.5 })", "=test") == memscript::lua::kUsageError);
+    CHECK_THAT(interpreter.last_error(),
+               Contains("--set lrs=1e-4,abc: expected a comma-separated list of numbers (item 2 "
+                        "is 'abc')"));
+  }
+  {
+    memscript::lua::Interpreter interpreter(settings);
+    CHECK(interpreter.run_code("ms.param('sizes', { 1 })", "=test") == memscript::lua::kUsageError);
+    CHECK_THAT(interpreter.last_error(), Contains("item 2 is empty"));
+  }
+  {
+    memscript::lua::Interpreter interpreter(settings);
+    CHECK(interpreter.run_code("ms.param('mixed', { 1, 'a' })", "=test") == 1);
+    CHECK_THAT(interpreter.last_error(), Contains("bad argument #2 to 'param'") &&
+                                             Contains("item 2 is a string, item 1 a number"));
+  }
+  {
+    memscript::lua::Interpreter interpreter(settings);
+    CHECK(interpreter.run_code("ms.param('nested', { {} })", "=test") == 1);
+    CHECK_THAT(interpreter.last_error(), Contains("item 1 is a table"));
+  }
+}
+
 TEST_CASE("option --dry-run builds everything, trains nothing and writes no run folder") {
   TempDir out;
   memscript::lua::Settings settings = test_settings(out);

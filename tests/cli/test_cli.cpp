@@ -133,15 +133,22 @@ TEST_CASE("without a script, memscript reads statements like lua's REPL") {
 
 TEST_CASE("option --set values reach ms.param typed, and unread keys are reported") {
   TempDir cwd;
-  const auto r = run_memscript({"--set", "steps=7", "--set", "lr=0.1", "--set", "flag=true",
-                                "--set", "name=a,b", "--set", "typo=1", kScripts + "/params.lua"},
-                               cwd);
+  const auto r = run_memscript(
+      {"--set", "steps=7", "--set", "lr=0.1", "--set", "flag=true", "--set", "name=a,b", "--set",
+       "typo=1", "--set", "sizes=64, 128", kScripts + "/params.lua"},
+      cwd);
   CHECK(r.exit_code == 0);
-  CHECK(r.out == "steps\t7\tinteger\nlr\t0.1\tfloat\nflag\ttrue\tboolean\nname\ta,b\tstring\n");
+  CHECK(r.out ==
+        "steps\t7\tinteger\nlr\t0.1\tfloat\nflag\ttrue\tboolean\nname\ta,b\tstring\nsizes\t64+"
+        "128\tstring\n");
   CHECK_THAT(r.err, Contains("--set typo was never read"));
   const auto bad = run_memscript({"--set", "steps=many", kScripts + "/params.lua"}, cwd);
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Contains("--set steps=many: expected an integer"));
+  const auto bad_list = run_memscript({"--set", "sizes=64,x", kScripts + "/params.lua"}, cwd);
+  CHECK(bad_list.exit_code == 2);
+  CHECK_THAT(bad_list.err,
+             Contains("--set sizes=64,x: expected a comma-separated list of integers (item 2"));
 }
 
 TEST_CASE("option --dry-run prints the plan and parameter counts and trains nothing") {
