@@ -96,6 +96,21 @@ int main() {
        "in_context_recall",
        {{"vocab", int64_t{32}}, {"noise_vocab", int64_t{16}}, {"noise", 0.2}},
        256},
+      {"mqar zoology 16",
+       "mqar",
+       {{"layout", std::string("zoology")},
+        {"keys", int64_t{4095}},
+        {"values", int64_t{4096}},
+        {"pairs", int64_t{16}}},
+       256},
+      {"recall multi-query", "in_context_recall", {{"multi_query", true}, {"test", true}}, 127},
+      {"fuzzy multi-query",
+       "fuzzy_recall",
+       {{"key_size", int64_t{3}},
+        {"value_size", int64_t{3}},
+        {"multi_query", true},
+        {"test", true}},
+       128},
   };
   cases.insert(cases.end(), variants.begin(), variants.end());
   std::printf("# task generation, one thread, median of 9\n");
