@@ -1,9 +1,9 @@
 // fuzzy_recall (MAD's fuzzy in-context recall): every sampled sequence read back by a parser of
 // the documented layout — pads, then runs of key tokens each followed by a run of value tokens
-// (or a run of noise), the copy prefix, the probe key and its value — which checks the runs'
-// sizes and distinct tokens, that a key keeps its value, that the probe's pair is in the
-// context, the next-token targets and the mask; the motif sizes drawn; the documented example;
-// the options' errors.
+// (or a run of noise), the copy prefix, the probe key and its value; with multi_query no prefix
+// and the final pair the probe — which checks the runs' sizes and distinct tokens, that a key
+// keeps its value, that the probe's pair is in the context, the next-token targets and the mask;
+// the motif sizes drawn; the documented example; the options' errors.
 
 #include <catch2/catch.hpp>
 
@@ -23,6 +23,7 @@ struct Setting {
   int64_t vocab, key_size, value_size, noise_vocab;
   double noise;
   bool test;
+  bool multi_query = false;
 };
 
 std::shared_ptr<Task> make(const Setting& s) {
@@ -33,23 +34,31 @@ std::shared_ptr<Task> make(const Setting& s) {
     o.set("noise_vocab", {s.noise_vocab});
     o.set("noise", {s.noise});
     o.set("test", {s.test});
+    o.set("multi_query", {s.multi_query});
   });
 }
 
 enum class Kind { key, value, noise, pad, prefix };
 
-struct Parsed {
-  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> pairs;  // in the context
-  std::vector<std::vector<int64_t>> noise;
-  std::vector<int64_t> probe_key, probe_value;  // after the prefix
+struct Pair {
+  std::vector<int64_t> key, value;
+  size_t value_at;  // where the value's first token is in the parsed tokens
 };
 
-// Splits the length + 1 tokens (inputs, then the last target) into runs.
+struct Parsed {
+  std::vector<Pair> pairs;  // the context, in order
+  std::vector<std::vector<int64_t>> noise;
+  Pair probe;  // after the prefix; with multi_query, the final pair
+};
+
+// Splits the length + 1 tokens (inputs, then the last target) into runs. The multi-query layout
+// has no copy prefix (its pad is V − 1); its probe is the last pair.
 Parsed parse(const std::vector<int64_t>& tokens, const Setting& s) {
-  const int64_t plain = s.vocab - 2 - s.noise_vocab, keys = plain / 2;
+  const int64_t specials = s.multi_query ? 1 : 2;
+  const int64_t plain = s.vocab - specials - s.noise_vocab, keys = plain / 2;
   const auto kind = [&](int64_t token) {
-    if (token == s.vocab - 1) return Kind::prefix;
-    if (token == s.vocab - 2) return Kind::pad;
+    if (!s.multi_query && token == s.vocab - 1) return Kind::prefix;
+    if (token == s.vocab - specials) return Kind::pad;
     if (token >= plain) return Kind::noise;
     return token < keys ? Kind::key : Kind::value;
   };
@@ -68,22 +77,31 @@ Parsed parse(const std::vector<int64_t>& tokens, const Setting& s) {
       p.noise.push_back(run(Kind::noise));
       continue;
     }
-    std::vector<int64_t> k = run(Kind::key);
-    std::vector<int64_t> v = run(Kind::value);
-    REQUIRE(!v.empty());
-    p.pairs.emplace_back(std::move(k), std::move(v));
+    Pair pair;
+    pair.key = run(Kind::key);
+    pair.value_at = i;
+    pair.value = run(Kind::value);
+    REQUIRE(!pair.value.empty());
+    p.pairs.push_back(std::move(pair));
+  }
+  if (s.multi_query) {
+    REQUIRE(!p.pairs.empty());
+    p.probe = p.pairs.back();
+    p.pairs.pop_back();
+    return p;
   }
   REQUIRE(i < tokens.size());  // the prefix
   ++i;
-  p.probe_key = run(Kind::key);
-  p.probe_value = run(Kind::value);
+  p.probe.key = run(Kind::key);
+  p.probe.value_at = i;
+  p.probe.value = run(Kind::value);
   REQUIRE(i == tokens.size());
   return p;
 }
 
 // The probe's key and value tokens (they end the sequence after the prefix).
 int64_t answer_size(const Parsed& p) {
-  return static_cast<int64_t>(p.probe_key.size() + p.probe_value.size());
+  return static_cast<int64_t>(p.probe.key.size() + p.probe.value.size());
 }
 
 bool distinct(const std::vector<int64_t>& tokens) {
@@ -114,7 +132,7 @@ TEST_CASE("fuzzy_recall: the layout, bindings, probe, targets and mask, read bac
         tokens.push_back(y[length - 1]);
         const Parsed p = parse(tokens, s);
         std::map<std::vector<int64_t>, std::vector<int64_t>> bound;
-        for (const auto& [k, v] : p.pairs) {
+        for (const auto& [k, v, at] : p.pairs) {
           REQUIRE(distinct(k));
           REQUIRE(distinct(v));
           REQUIRE((static_cast<int64_t>(k.size()) <= s.key_size && !k.empty()));
@@ -128,10 +146,10 @@ TEST_CASE("fuzzy_recall: the layout, bindings, probe, targets and mask, read bac
         for (const auto& noise : p.noise) noise_tokens += static_cast<int64_t>(noise.size());
         context_tokens += static_cast<int64_t>(tokens.size()) - 2 * answer_size(p) - 1;
         // The question: its key was in the context, bound to the value it ends with.
-        REQUIRE(bound.count(p.probe_key) == 1);
-        REQUIRE(bound[p.probe_key] == p.probe_value);
-        ++probe_key_sizes[static_cast<int64_t>(p.probe_key.size())];
-        const int64_t answer = static_cast<int64_t>(p.probe_value.size());
+        REQUIRE(bound.count(p.probe.key) == 1);
+        REQUIRE(bound[p.probe.key] == p.probe.value);
+        ++probe_key_sizes[static_cast<int64_t>(p.probe.key.size())];
+        const int64_t answer = static_cast<int64_t>(p.probe.value.size());
         for (int64_t t = 0; t < length; ++t)
           REQUIRE(batch.mask[n * length + t] == (!s.test || t >= length - answer ? 1 : 0));
       }
@@ -173,17 +191,10 @@ TEST_CASE("fuzzy_recall with multi_query: no prefix, the final pair asked, every
   for (const bool test : {false, true}) {
     for (const double noise : {0.0, 0.3}) {
       INFO("test " << test << " noise " << noise);
-      const int64_t vocab = 17, noise_vocab = noise > 0 ? 4 : 0, length = 96;
-      const auto task = build_task("fuzzy_recall", [&](Options& o) {
-        o.set("vocab", {vocab});
-        o.set("noise_vocab", {noise_vocab});
-        o.set("noise", {noise});
-        o.set("multi_query", {true});
-        o.set("test", {test});
-      });
       // keys 0 .. 5, values 6 .. 11 (no noise) or 6 .. 11 then noise 12 .. 15; the pad 16.
-      const int64_t plain = vocab - 1 - noise_vocab, keys = plain / 2, pad = vocab - 1;
-      const HostBatch batch = sample_host_batch(*task, 150, {length, length}, 8);
+      const Setting s{17, 3, 3, noise > 0 ? 4 : 0, noise, test, true};
+      const int64_t length = 96;
+      const HostBatch batch = sample_host_batch(*make(s), 150, {length, length}, 8);
       int64_t recalls = 0;
       for (int64_t i = 0; i < batch.batch; ++i) {
         const auto x = row(batch.inputs, i, length);
@@ -191,35 +202,19 @@ TEST_CASE("fuzzy_recall with multi_query: no prefix, the final pair asked, every
         std::vector<int64_t> tokens(x.begin(), x.end());
         tokens.push_back(y[length - 1]);
         for (int64_t t = 0; t + 1 < length; ++t) REQUIRE(y[t] == x[t + 1]);
-        // Runs of one kind: pads, then keys each followed by values, or noise.
-        const auto kind = [&](int64_t token) {
-          return token == pad ? 0 : token >= plain ? 3 : token < keys ? 1 : 2;
-        };
-        size_t at = 0;
-        while (at < tokens.size() && kind(tokens[at]) == 0) ++at;
+        const Parsed p = parse(tokens, s);
         std::map<std::vector<int64_t>, std::vector<int64_t>> bound;
         std::vector<bool> expected(tokens.size(), false);  // scored when it is a target
-        std::vector<int64_t> last_key;
-        bool last_seen = false;
-        while (at < tokens.size()) {
-          const int first = kind(tokens[at]);
-          REQUIRE((first == 1 || first == 3));
-          std::vector<int64_t> k, v;
-          while (at < tokens.size() && kind(tokens[at]) == first) k.push_back(tokens[at++]);
-          if (first == 3) continue;
-          if (test) REQUIRE(k.size() == 3);
-          const size_t value_at = at;
-          while (at < tokens.size() && kind(tokens[at]) == 2) v.push_back(tokens[at++]);
-          REQUIRE(!v.empty());
-          last_seen = bound.count(k) == 1;
-          if (last_seen) {
-            REQUIRE(bound[k] == v);
-            for (size_t u = value_at; u < at; ++u) expected[u] = true;
-          }
-          bound[k] = v;
-          last_key = k;
-        }
-        REQUIRE(last_seen);  // the final pair's key appeared before: the question
+        const auto recall = [&](const Pair& pair) {        // true when its key appeared before
+          if (test) REQUIRE(pair.key.size() == 3);
+          const bool seen = bound.count(pair.key) == 1;
+          if (seen) REQUIRE(bound[pair.key] == pair.value);
+          for (size_t u = 0; seen && u < pair.value.size(); ++u) expected[pair.value_at + u] = true;
+          bound[pair.key] = pair.value;
+          return seen;
+        };
+        for (const Pair& pair : p.pairs) recall(pair);
+        REQUIRE(recall(p.probe));  // the final pair's key appeared before: the question
         for (int64_t t = 0; t < length; ++t) {
           const bool scored = batch.mask[i * length + t] == 1;
           REQUIRE(scored == (!test || expected[static_cast<size_t>(t + 1)]));
