@@ -23,7 +23,8 @@ constexpr double kMarginRight = 16;
 constexpr double kMarginTop = 30;
 constexpr double kMarginBottom = 48;
 constexpr double kLegendRowHeight = 20;
-constexpr double kLegendEntryWidth = 150;
+constexpr double kLegendEntryWidth = 150;  // at least; longer labels widen every entry
+constexpr double kLegendCharWidth = 7;     // a generous average advance at font-size 12
 constexpr double kTitleHeight = 34;
 constexpr int kMaxColumns = 3;
 
@@ -217,14 +218,29 @@ void draw_panel(std::string& out, const Figure& figure, const Panel& panel, doub
   for (const Series& series : panel.series) draw_series(out, figure, axes, series);
 }
 
-int legend_columns(double width) {
-  return std::max(1, static_cast<int>((width - 20) / kLegendEntryWidth));
+// Every entry is as wide as the longest label needs (its swatch, the text, a gap), so that
+// labels in one row never overlap.
+double legend_entry_width(const Figure& figure) {
+  size_t longest = 0;
+  for (const std::string& label : figure.legend) {
+    const size_t code_points =
+        static_cast<size_t>(std::count_if(label.begin(), label.end(), [](char c) {
+          return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+        }));
+    longest = std::max(longest, code_points);
+  }
+  return std::max(kLegendEntryWidth, 28 + kLegendCharWidth * static_cast<double>(longest) + 16);
+}
+
+int legend_columns(const Figure& figure, double width) {
+  return std::max(1, static_cast<int>((width - 20) / legend_entry_width(figure)));
 }
 
 void draw_legend(std::string& out, const Figure& figure, double top, double width) {
-  const int columns = legend_columns(width);
+  const int columns = legend_columns(figure, width);
+  const double entry_width = legend_entry_width(figure);
   for (size_t i = 0; i < figure.legend.size(); ++i) {
-    const double x = 20 + static_cast<double>(i % columns) * kLegendEntryWidth;
+    const double x = 20 + static_cast<double>(i % columns) * entry_width;
     const double y = top + static_cast<double>(i / columns) * kLegendRowHeight + 10;
     const int index = static_cast<int>(i);
     const std::string dash = index >= kColourCount ? " stroke-dasharray=\"5,3\"" : "";
@@ -295,8 +311,8 @@ std::string render_svg(const Figure& figure) {
   const int columns = std::min(panel_count, kMaxColumns);
   const int rows = (panel_count + columns - 1) / columns;
   const double width = std::max(columns * kPanelWidth, 2 * kPanelWidth * 0.8);
-  const int legend_rows =
-      (static_cast<int>(figure.legend.size()) + legend_columns(width) - 1) / legend_columns(width);
+  const int per_row = legend_columns(figure, width);
+  const int legend_rows = (static_cast<int>(figure.legend.size()) + per_row - 1) / per_row;
   const double legend_top = kTitleHeight;
   const double panels_top = legend_top + legend_rows * kLegendRowHeight + 6;
   const double height = panels_top + rows * kPanelHeight;

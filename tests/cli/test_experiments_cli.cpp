@@ -116,6 +116,22 @@ TEST_CASE("experiment zoology-mqar runs end to end in its quick variant, with Fi
   CHECK_THAT(table, Contains("| attention | 64 | ") && Contains("| deltanet | 64 | "));
 }
 
+TEST_CASE("experiment zoology-mqar's plateau.lua draws the committed curves, one chart a size") {
+  TempDir cwd;
+  const std::string source = std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/zoology-mqar/";
+  const auto r = run_process(MEMSCRIPT_BINARY,
+                             {"--quiet", "--set", "csv=" + source + "results/attention_curves.csv",
+                              "--out", "out", source + "plateau.lua"},
+                             cwd.path());
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out ==
+        "plateau_64x4.svg: 6 curves\nplateau_128x8.svg: 2 curves\n"
+        "plateau_256x16.svg: 2 curves\n");
+  CHECK_THAT(read_file(cwd.path() / "out/plateau_64x4.svg"),
+             Contains(">width 128, lr 0.00046</text>") && Contains(">step</text>"));
+}
+
 TEST_CASE("experiment mad runs end to end in its quick variant, with the paper's MAD table") {
   TempDir cwd;
   run_quick({"mad", 10}, cwd);

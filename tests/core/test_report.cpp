@@ -355,6 +355,31 @@ TEST_CASE("a report of one seed draws no band and gives no interval table") {
         std::string::npos);
 }
 
+TEST_CASE("an SVG chart's legend entries are as wide as their longest label") {
+  // Read back each legend label's x: entries in one row must be at least that label apart.
+  const auto label_xs = [](const Figure& figure) {
+    const std::string svg = render_svg(figure);
+    std::vector<double> xs;
+    for (const std::string& label : figure.legend) {
+      const size_t end = svg.find(">" + label + "</text>");
+      REQUIRE(end != std::string::npos);
+      const size_t at = svg.rfind("<text x=\"", end);
+      xs.push_back(std::stod(svg.substr(at + 9)));
+    }
+    return xs;
+  };
+  Figure figure;
+  figure.panels = {{"", {{"a", {{1, 0.5}, {2, 0.7}}, {}}}}};
+  figure.legend = {"lstm", "gpt", "mamba"};
+  std::vector<double> xs = label_xs(figure);
+  CHECK(xs[1] - xs[0] == Approx(150));  // short labels: the usual 150 px apart
+  figure.legend = {"width 64, lr 0.0001", "width 128, lr 0.00046", "width 64, lr 0.01"};
+  xs = label_xs(figure);
+  // The next entry's swatch (28 px) after 21 characters of Helvetica 12 (6.67 px a digit).
+  CHECK(xs[1] - xs[0] >= 28 + 21 * 6.67);
+  CHECK(xs[2] - xs[1] >= 28 + 21 * 6.67);  // three fit one row of the 608 px chart
+}
+
 TEST_CASE("an SVG chart draws no y tick outside its plot when the range is widened to ticks") {
   Figure figure;
   figure.legend = {"a"};
