@@ -15,19 +15,23 @@ namespace {
 struct Experiment {
   const char* name;
   int runs;
+  const char* script = nullptr;  // a second script of the folder, and the sweep it writes
+  const char* sweep = nullptr;
 };
 
-// Runs experiments/<name>/<name>.lua quickly into a temporary output folder; checks that every
-// run completed and the report is there.
+// Runs experiments/<name>/<name>.lua (or the folder's other script) quickly into a temporary
+// output folder; checks that every run completed and the report is there.
 void run_quick(const Experiment& experiment, const TempDir& cwd) {
-  const std::string script = std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/" + experiment.name +
-                             "/" + experiment.name + ".lua";
+  const std::string script =
+      std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/" + experiment.name + "/" +
+      (experiment.script ? experiment.script : experiment.name + std::string(".lua"));
   const auto r = run_process(
       MEMSCRIPT_BINARY,
       {"--quiet", "--threads", "1", "--set", "quick=true", "--out", "out", script}, cwd.path());
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  const fs::path sweep = cwd.path() / "out" / experiment.name;
+  const fs::path sweep =
+      cwd.path() / "out" / (experiment.sweep ? experiment.sweep : experiment.name);
   int completed = 0;
   for (const auto& entry : fs::directory_iterator(sweep)) {
     if (!fs::is_regular_file(entry.path() / "status")) continue;
@@ -96,6 +100,16 @@ TEST_CASE("experiment chomsky-regular runs end to end in its quick variant, with
   const std::string table = read_file(cwd.path() / "out/chomsky-regular/report/table2.md");
   CHECK_THAT(table, Contains("| lstm | 100 | ") &&
                         Contains("| transformer: best position kind | 52.0 | "));
+}
+
+TEST_CASE("experiment chomsky-regular's lstm-budget.lua runs end to end in its quick variant") {
+  TempDir cwd;
+  run_quick({"chomsky-regular", 1, "lstm-budget.lua", "chomsky-lstm-budget"}, cwd);
+}
+
+TEST_CASE("experiment grazzi-table3's mamba-neg-budget.lua runs end to end in its quick variant") {
+  TempDir cwd;
+  run_quick({"grazzi-table3", 3, "mamba-neg-budget.lua", "grazzi-mamba-neg"}, cwd);
 }
 
 TEST_CASE("experiment lua-mixers runs end to end in its quick variant, deltanet_lua as deltanet") {
