@@ -19,7 +19,7 @@ constexpr int kColourCount = sizeof(kColours) / sizeof(kColours[0]);
 constexpr double kPanelWidth = 380;
 constexpr double kPanelHeight = 280;
 constexpr double kMarginLeft = 62;
-constexpr double kMarginRight = 16;
+constexpr double kMarginRight = 24;  // room for half the last x tick's label
 constexpr double kMarginTop = 30;
 constexpr double kMarginBottom = 48;
 constexpr double kLegendRowHeight = 20;
@@ -256,7 +256,11 @@ void draw_legend(std::string& out, const Figure& figure, double top, double widt
 std::string format_number(double value) {
   if (value == 0) return "0";  // also -0
   char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.4g", value);
+  // Whole numbers below ten million as digits (steps: 15000, not %g's 1.5e+04).
+  if (std::abs(value) < 1e7 && value == std::round(value))
+    std::snprintf(buffer, sizeof buffer, "%.0f", value);
+  else
+    std::snprintf(buffer, sizeof buffer, "%.4g", value);
   return buffer;
 }
 

@@ -90,6 +90,9 @@ TEST_CASE("nice ticks are 1, 2 or 5 times a power of ten apart and cover the ran
   CHECK(nice_ticks(2, 4, 5, 1) == std::vector<double>{2, 3, 4});  // steps: whole numbers only
   CHECK(format_number(0.6000000000000001) == "0.6");
   CHECK(format_number(128) == "128");
+  CHECK(format_number(15000) == "15000");  // a step count, not 1.5e+04
+  CHECK(format_number(2.5e7) == "2.5e+07");
+  CHECK(format_number(12345.5) == "1.235e+04");
   CHECK(format_number(-0.0) == "0");
 }
 
