@@ -69,18 +69,19 @@ const char* type_words(lua_State* L, int like, bool plural) {
 
 // A list default's items are all numbers, all booleans or all strings, and --set's items are
 // converted to that type: integers when every number in the default is one ({ 16, 32 }),
-// floats otherwise ({ 0, 0.1 }). Leaves an example of the type on the stack ("" for {}).
+// floats otherwise ({ 0, 0.1 }). Leaves an example of the type on the stack ("" for {}). Raw
+// access only: a metamethod could raise a Lua error here, inside C++ (bindings/error.h).
 void push_list_item_type(lua_State* L, int list) {
-  const lua_Integer n = luaL_len(L, list);
+  const lua_Integer n = static_cast<lua_Integer>(lua_rawlen(L, list));
   if (n == 0) {
     lua_pushliteral(L, "");
     return;
   }
-  lua_geti(L, list, 1);
+  lua_rawgeti(L, list, 1);
   const int type = lua_type(L, -1);
   bool integers = true;
   for (lua_Integer i = 1; i <= n; ++i) {
-    lua_geti(L, list, i);
+    lua_rawgeti(L, list, i);
     const bool scalar = lua_type(L, -1) == LUA_TNUMBER || lua_type(L, -1) == LUA_TBOOLEAN ||
                         lua_type(L, -1) == LUA_TSTRING;
     if (!scalar || lua_type(L, -1) != type)
@@ -113,7 +114,7 @@ void push_list(lua_State* L, const std::string& key, const std::string& text, in
       bad_param(L, key, text,
                 std::string("a comma-separated list of ") + type_words(L, like, true) + " (item " +
                     std::to_string(n) + (item.empty() ? " is empty)" : " is '" + item + "')"));
-    lua_seti(L, -2, n);
+    lua_rawseti(L, -2, n);
     if (comma == std::string::npos) return;
     start = comma + 1;
   }

@@ -129,6 +129,11 @@ TEST_CASE("ms.param reads a comma-separated --set value as a list typed like its
     assert(any[1] == "x" and any[2] == "y")
     local default = { 7, 8 }
     assert(ms.param("absent", default) == default)
+    -- Metamethods are not called (they could raise inside C++): the raw items count.
+    local trap = setmetatable({ 1, 2 }, { __len = function() error("__len") end,
+                                          __index = function() error("__index") end })
+    assert(ms.param("absent", trap) == trap)
+    assert(ms.param("sizes", trap)[2] == 128)
   )lua",
                              "=test") == 0);
   CHECK(interpreter.last_error().empty());
