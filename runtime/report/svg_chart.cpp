@@ -218,9 +218,14 @@ void draw_panel(std::string& out, const Figure& figure, const Panel& panel, doub
   for (const Series& series : panel.series) draw_series(out, figure, axes, series);
 }
 
-// Every entry is as wide as the longest label needs (its swatch, the text, a gap), so that
-// labels in one row never overlap.
-double legend_entry_width(const Figure& figure) {
+// The legend's grid: every entry as wide as the longest label needs (its swatch, the text, a
+// gap), so that labels in one row never overlap, and as many entries a row as fit the width.
+struct LegendLayout {
+  double entry_width;
+  int columns;
+};
+
+LegendLayout legend_layout(const Figure& figure, double width) {
   size_t longest = 0;
   for (const std::string& label : figure.legend) {
     const size_t code_points =
@@ -229,18 +234,15 @@ double legend_entry_width(const Figure& figure) {
         }));
     longest = std::max(longest, code_points);
   }
-  return std::max(kLegendEntryWidth, 28 + kLegendCharWidth * static_cast<double>(longest) + 16);
+  const double entry_width =
+      std::max(kLegendEntryWidth, 28 + kLegendCharWidth * static_cast<double>(longest) + 16);
+  return {entry_width, std::max(1, static_cast<int>((width - 20) / entry_width))};
 }
 
-int legend_columns(const Figure& figure, double width) {
-  return std::max(1, static_cast<int>((width - 20) / legend_entry_width(figure)));
-}
-
-void draw_legend(std::string& out, const Figure& figure, double top, double width) {
-  const int columns = legend_columns(figure, width);
-  const double entry_width = legend_entry_width(figure);
+void draw_legend(std::string& out, const Figure& figure, const LegendLayout& layout, double top) {
+  const int columns = layout.columns;
   for (size_t i = 0; i < figure.legend.size(); ++i) {
-    const double x = 20 + static_cast<double>(i % columns) * entry_width;
+    const double x = 20 + static_cast<double>(i % columns) * layout.entry_width;
     const double y = top + static_cast<double>(i / columns) * kLegendRowHeight + 10;
     const int index = static_cast<int>(i);
     const std::string dash = index >= kColourCount ? " stroke-dasharray=\"5,3\"" : "";
@@ -315,8 +317,9 @@ std::string render_svg(const Figure& figure) {
   const int columns = std::min(panel_count, kMaxColumns);
   const int rows = (panel_count + columns - 1) / columns;
   const double width = std::max(columns * kPanelWidth, 2 * kPanelWidth * 0.8);
-  const int per_row = legend_columns(figure, width);
-  const int legend_rows = (static_cast<int>(figure.legend.size()) + per_row - 1) / per_row;
+  const LegendLayout legend = legend_layout(figure, width);
+  const int legend_rows =
+      (static_cast<int>(figure.legend.size()) + legend.columns - 1) / legend.columns;
   const double legend_top = kTitleHeight;
   const double panels_top = legend_top + legend_rows * kLegendRowHeight + 6;
   const double height = panels_top + rows * kPanelHeight;
@@ -344,7 +347,7 @@ std::string render_svg(const Figure& figure) {
   out += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   text(out, width / 2, 22, figure.title,
        "text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\"");
-  draw_legend(out, figure, legend_top, width);
+  draw_legend(out, figure, legend, legend_top);
   for (int i = 0; i < static_cast<int>(figure.panels.size()); ++i) {
     const double left = (i % columns) * kPanelWidth;
     const double top = panels_top + (i / columns) * kPanelHeight;
