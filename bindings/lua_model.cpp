@@ -88,8 +88,9 @@ int model_loss(lua_State* L) {
   const torch::Tensor mask = batch_field(L, 2, "mask");
   check_targets(targets, mask, inputs, *model);
   const torch::Device device = model->device();
-  const torch::Tensor logits = model->forward(inputs.to(device));
-  push_object<torch::Tensor>(L, masked_cross_entropy(logits, targets.to(device), mask.to(device)));
+  const ScoredLogits out =
+      scored_logits(*model, inputs.to(device), targets.to(device), mask.to(device));
+  push_object<torch::Tensor>(L, masked_cross_entropy(out.logits, out.targets, out.mask));
   return 1;
 }
 

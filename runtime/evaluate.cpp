@@ -106,6 +106,16 @@ uint64_t eval_batch_seed(uint64_t seed, int64_t length, int64_t index) {
 
 namespace {
 
+// [batch, length] on the CPU, as the accumulator reads them; -1 where nothing is scored when only
+// the scored positions were read out.
+torch::Tensor predictions_at_every_position(const ScoredLogits& out, const TensorBatch& batch) {
+  const torch::Tensor predicted = out.logits.argmax(-1);
+  if (!out.rows.defined()) return predicted.to(torch::kCPU).contiguous();
+  torch::Tensor all = torch::full({batch.mask.numel()}, -1, predicted.options());
+  all.index_copy_(0, out.rows, predicted.reshape({-1}));
+  return all.reshape(batch.mask.sizes()).to(torch::kCPU).contiguous();
+}
+
 LengthScores evaluate_length(DecoderImpl& model, const Task& task, const EvalSpec& spec,
                              int64_t length, bool within_step) {
   ScoreAccumulator accumulator(task.num_classes(), length);
@@ -115,10 +125,10 @@ LengthScores evaluate_length(DecoderImpl& model, const Task& task, const EvalSpe
     const HostBatch host = sample_host_batch(task, spec.batch, {length, length},
                                              eval_batch_seed(spec.seed, length, index));
     const TensorBatch batch = to_tensors(host, model.device());
-    const torch::Tensor logits = model.forward(batch.inputs);
+    const ScoredLogits out = scored_logits(model, batch.inputs, batch.targets, batch.mask);
     const double loss_sum =
-        masked_cross_entropy_sum(logits, batch.targets, batch.mask).item<double>();
-    const torch::Tensor predictions = logits.argmax(-1).to(torch::kCPU).contiguous();
+        masked_cross_entropy_sum(out.logits, out.targets, out.mask).item<double>();
+    const torch::Tensor predictions = predictions_at_every_position(out, batch);
     accumulator.add(predictions.data_ptr<int64_t>(), host.targets.data(), host.mask.data(),
                     host.batch, loss_sum);
   }

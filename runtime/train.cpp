@@ -149,8 +149,8 @@ class Trainer {
         sample_host_batch(task_, spec_.batch, spec_.length, training_batch_seed(spec_.seed, step));
     const TensorBatch batch = to_tensors(host, model_.device());
     optimizer_.zero_grad();
-    const torch::Tensor logits = model_.forward(batch.inputs);
-    const torch::Tensor loss = masked_cross_entropy(logits, batch.targets, batch.mask);
+    const ScoredLogits out = scored_logits(model_, batch.inputs, batch.targets, batch.mask);
+    const torch::Tensor loss = masked_cross_entropy(out.logits, out.targets, out.mask);
     const double loss_value = loss.item<double>();
     if (!std::isfinite(loss_value)) fail_not_finite("the loss", loss_value, step, lr);
     loss.backward();
@@ -161,8 +161,8 @@ class Trainer {
 
     torch::NoGradGuard no_grad;
     const int64_t right =
-        logits.argmax(-1).eq(batch.targets).logical_and(batch.mask).sum().item<int64_t>();
-    const int64_t scored = batch.mask.sum().item<int64_t>();
+        out.logits.argmax(-1).eq(out.targets).logical_and(out.mask).sum().item<int64_t>();
+    const int64_t scored = out.mask.sum().item<int64_t>();
     interval_.loss_sum += loss_value;
     interval_.steps += 1;
     interval_.right += right;

@@ -153,17 +153,28 @@ BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidde
 }
 
 MixerOutput BlockImpl::forward(const torch::Tensor& x, const MixerState& state) {
-  const ops::PreNorm norm{mixer_norm_->weight, mixer_norm_->bias, mixer_norm_->options.eps()};
-  MixerOutput mixed = mixer_->forward_normed(x, norm, state);
-  if (!mlp_up_) {
-    mixed.y = x + mixed.y;
-    return mixed;
-  }
-  const ops::MlpWeights mlp{mlp_norm_->weight, mlp_norm_->bias, mlp_norm_->options.eps(),
-                              mlp_up_->weight,   mlp_up_->bias,   mlp_down_->weight,
-                              mlp_down_->bias};
-  mixed.y = ops::residual_mlp(x, mixed.y, mlp);
+  MixerOutput mixed = mix(x, state);
+  mixed.y = mlp_up_ ? ops::residual_mlp(x, mixed.y, mlp_weights()) : x + mixed.y;
   return mixed;
+}
+
+MixerOutput BlockImpl::mix(const torch::Tensor& x, const MixerState& state) {
+  const ops::PreNorm norm{mixer_norm_->weight, mixer_norm_->bias, mixer_norm_->options.eps()};
+  return mixer_->forward_normed(x, norm, state);
+}
+
+torch::Tensor BlockImpl::forward_rows(const torch::Tensor& x, const torch::Tensor& rows) {
+  const torch::Tensor m = mix(x, {}).y;
+  const int64_t d = x.size(-1);
+  // [1, n, d]: the rows as one sequence, the shape the MLP's kernels take.
+  const torch::Tensor xr = x.reshape({-1, d}).index_select(0, rows).unsqueeze(0);
+  const torch::Tensor mr = m.reshape({-1, d}).index_select(0, rows).unsqueeze(0);
+  return mlp_up_ ? ops::residual_mlp(xr, mr, mlp_weights()) : xr + mr;
+}
+
+ops::MlpWeights BlockImpl::mlp_weights() const {
+  return {mlp_norm_->weight, mlp_norm_->bias,   mlp_norm_->options.eps(), mlp_up_->weight,
+          mlp_up_->bias,     mlp_down_->weight, mlp_down_->bias};
 }
 
 // Refuses a model whose parameters cannot fit before any is allocated. The count is a lower
@@ -299,6 +310,16 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
   return out;
 }
 
+torch::Tensor DecoderImpl::forward_rows(const torch::Tensor& tokens, const torch::Tensor& rows) {
+  torch::Tensor x = ops::embedding(tokens, embedding_->weight);
+  if (scale_embedding_) x = x * std::sqrt(static_cast<double>(d_model_));
+  if (positions_.defined()) x = add_positions(x, 0);
+  const size_t last = blocks_->size() - 1;
+  for (size_t i = 0; i < last; ++i) x = blocks_->ptr<BlockImpl>(i)->forward(x, {}).y;
+  x = blocks_->ptr<BlockImpl>(last)->forward_rows(x, rows);
+  return ops::linear(head_, layer_norm(final_norm_, x)).squeeze(0);
+}
+
 namespace {
 
 std::string show_sizes(const torch::Tensor& tensor) {
@@ -426,6 +447,17 @@ std::string DecoderImpl::summary() const {
   return "decoder[" + join(mixer_names_, ", ") + "] d_model " + std::to_string(d_model_) + ", " +
          std::to_string(mixer_names_.size()) + " layers, " + std::to_string(num_parameters()) +
          " parameters";
+}
+
+ScoredLogits scored_logits(DecoderImpl& model, const torch::Tensor& inputs,
+                           const torch::Tensor& targets, const torch::Tensor& mask) {
+  const int64_t positions = mask.numel();
+  const int64_t scored = mask.sum().item<int64_t>();
+  if (scored == 0 || 2 * scored > positions) return {model.forward(inputs), targets, mask, {}};
+  const torch::Tensor rows = mask.reshape({-1}).nonzero().squeeze(1);
+  const torch::Tensor logits = model.forward_rows(inputs, rows).unsqueeze(0);
+  const torch::Tensor picked = targets.reshape({-1}).index_select(0, rows).unsqueeze(0);
+  return {logits, picked, torch::ones_like(picked, mask.options()), rows};
 }
 
 torch::Tensor masked_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/model/mixer.h"
+#include "runtime/ops/mlp_block/mlp_block.h"
 #include "runtime/task.h"
 
 namespace memscript {
@@ -21,9 +22,15 @@ class BlockImpl : public torch::nn::Module {
   BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidden);
   // x and the block's output: [batch, length, d_model].
   MixerOutput forward(const torch::Tensor& x, const MixerState& state);
+  // The output at the flat positions `rows` of x only, [1, n, d_model], from no state: the mixer
+  // reads all of x, the MLP half runs on the n rows.
+  torch::Tensor forward_rows(const torch::Tensor& x, const torch::Tensor& rows);
   const MixerImpl& mixer() const { return *mixer_; }
 
  private:
+  MixerOutput mix(const torch::Tensor& x, const MixerState& state);
+  ops::MlpWeights mlp_weights() const;
+
   Mixer mixer_;
   torch::nn::LayerNorm mixer_norm_{nullptr};
   torch::nn::LayerNorm mlp_norm_{nullptr};
@@ -62,6 +69,10 @@ class DecoderImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& tokens);
   // The same, continuing from `state` (what the previous chunk returned, or {}).
   DecoderOutput forward(const torch::Tensor& tokens, const DecoderState& state);
+  // The logits at the flat positions `rows` (int64 [n], indices into batch x length, row-major)
+  // only: [n, classes]. The last block's position-wise half (the MLP), the final norm and the
+  // head run on those rows alone; the mixers still read every position.
+  torch::Tensor forward_rows(const torch::Tensor& tokens, const torch::Tensor& rows);
   // Throws UserError unless `state` is one this model leaves for `batch` sequences (the kernels
   // trust a state's sizes): a state from another model, batch size or dtype is refused.
   void check_state(const DecoderState& state, int64_t batch);
@@ -102,6 +113,17 @@ class DecoderImpl : public torch::nn::Module {
   torch::nn::Linear head_{nullptr};
 };
 TORCH_MODULE(Decoder);
+
+// What a loss and its accuracy read: the logits with their targets and mask, either of the whole
+// batch ([B, L, C], [B, L], [B, L]) or, where at most half of the positions are scored
+// (answer-only tasks, recall queries), of the scored positions alone ([1, n, C], [1, n], ones):
+// the readout then skips the rest. Training, evaluation and m:loss read through this.
+struct ScoredLogits {
+  torch::Tensor logits, targets, mask;
+  torch::Tensor rows;  // the flat positions read out, int64 [n]; undefined: the whole batch
+};
+ScoredLogits scored_logits(DecoderImpl& model, const torch::Tensor& inputs,
+                           const torch::Tensor& targets, const torch::Tensor& mask);
 
 // Cross-entropy over the scored positions only. logits [B, L, C], targets [B, L], mask [B, L].
 torch::Tensor masked_cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,

@@ -331,8 +331,11 @@ TEST_CASE("m:save writes inside the output folder, ms.model.load brings back the
 }
 
 TEST_CASE("a loop written with opt:step() moves the parameters to ms.train's bits") {
-  REQUIRE_LUA_OK(R"lua(
-    local task = ms.task.parity{}
+  // Every position scored, and the answer only (read out at the last positions alone).
+  const std::string task =
+      GENERATE(std::string("ms.task.parity{}"), std::string("ms.task.parity{ score = 'last' }"));
+  INFO(task);
+  REQUIRE_LUA_OK("local task = " + task + R"lua(
     local function model()
       return ms.model.decoder{ mixer = "deltanet", d_model = 8, heads = 2, layers = 1,
                                task = task, seed = 3 }

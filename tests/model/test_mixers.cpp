@@ -404,3 +404,50 @@ TEST_CASE("mixer options of the study's models: qkv biases, qlstm gate biases, l
                       Catch::Matchers::Contains("init"));
   }
 }
+
+namespace {
+
+// The loss and every parameter's gradient from one readout of the model.
+std::pair<torch::Tensor, std::vector<torch::Tensor>> loss_and_grads(Decoder& model,
+                                                                    const ScoredLogits& out) {
+  model->zero_grad();
+  const torch::Tensor loss = masked_cross_entropy(out.logits, out.targets, out.mask);
+  loss.backward();
+  std::vector<torch::Tensor> grads;
+  for (const torch::Tensor& p : model->parameters()) grads.push_back(p.grad().clone());
+  return {loss.detach(), grads};
+}
+
+}  // namespace
+
+TEST_CASE("every mixer read out at the scored positions alone gives the whole batch's numbers") {
+  const std::string mixer = GENERATE(every_mixer());
+  const int64_t mlp_ratio = GENERATE(0, 4);
+  INFO(mixer << ", mlp_ratio " << mlp_ratio);
+  Decoder model = make_decoder(mixer, 16, 2, 2, {{"mlp_ratio", {mlp_ratio}}});
+  model->to(torch::kDouble);
+  const torch::Tensor tokens = random_tokens(3, 21, 8);
+  torch::manual_seed(9);
+  const torch::Tensor targets = torch::randint(0, 3, {3, 21}, torch::kInt64);
+  const torch::Tensor sparse = torch::rand({3, 21}) < 0.3;  // about 19 of 63 positions
+  REQUIRE(2 * sparse.sum().item<int64_t>() <= sparse.numel());
+
+  const ScoredLogits rows = scored_logits(*model, tokens, targets, sparse);
+  REQUIRE(rows.rows.defined());
+  const torch::Tensor whole = model->forward(tokens);
+  CHECK(rows.logits.sizes() == torch::IntArrayRef({1, sparse.sum().item<int64_t>(), 3}));
+  CHECK(torch::allclose(rows.logits.squeeze(0), whole.index({sparse}), 1e-12, 1e-12));
+  CHECK(torch::equal(rows.targets.squeeze(0), targets.index({sparse})));
+
+  const auto [row_loss, row_grads] = loss_and_grads(model, rows);
+  const auto [loss, grads] = loss_and_grads(model, {model->forward(tokens), targets, sparse, {}});
+  CHECK(std::abs(row_loss.item<double>() - loss.item<double>()) < 1e-12);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(torch::allclose(row_grads[i], grads[i], 1e-10, 1e-12));
+  }
+
+  // Where more than half is scored the whole batch is read out, as before this readout existed.
+  const torch::Tensor dense = torch::ones({3, 21}, torch::kBool);
+  CHECK_FALSE(scored_logits(*model, tokens, targets, dense).rows.defined());
+}

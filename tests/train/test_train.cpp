@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "../support/process.h"
+#include "runtime/batch.h"
 #include "runtime/checkpoint.h"
 #include "runtime/train.h"
 
@@ -153,4 +154,38 @@ TEST_CASE("early stop at a target accuracy, and hooks that ask to stop") {
   const TrainResult stopped = evaluated.train(tiny_spec(50), hooks);
   CHECK(stopped.steps == 8);
   CHECK(evaluations == 2);
+}
+
+TEST_CASE("evaluating an answer-only task reads out the last positions alone, to the same scores") {
+  Options options("test task");
+  options.set("p_one", {0.5});
+  options.set("score", {std::string("last")});
+  const auto task = make_task("parity", options);
+  options.finish();
+  Decoder model = tiny_model(*task);
+  model->to(torch::kDouble);
+  EvalSpec spec;
+  spec.lengths = {9};
+  spec.batches = 3;
+  spec.batch = 5;
+  const LengthScores scores = evaluate(*model, *task, spec).at(0);
+
+  // The oracle: the same batches through the whole-batch forward, scored by hand.
+  torch::NoGradGuard no_grad;
+  int64_t right = 0;
+  double loss = 0;
+  for (int64_t index = 0; index < spec.batches; ++index) {
+    const TensorBatch b = to_tensors(
+        sample_host_batch(*task, spec.batch, {9, 9}, eval_batch_seed(spec.seed, 9, index)));
+    const torch::Tensor last = model->forward(b.inputs).select(1, 8);  // [batch, classes]
+    const torch::Tensor target = b.targets.select(1, 8);
+    right += last.argmax(-1).eq(target).sum().item<int64_t>();
+    loss -= last.log_softmax(-1).gather(1, target.unsqueeze(1)).sum().item<double>();
+  }
+  CHECK(scores.scored == 15);
+  CHECK(scores.accuracy == Approx(static_cast<double>(right) / 15).epsilon(1e-12));
+  CHECK(scores.loss == Approx(loss / 15).epsilon(1e-9));
+  CHECK(scores.accuracy_by_position.size() == 9);
+  CHECK(std::isnan(scores.accuracy_by_position[0]));
+  CHECK(scores.accuracy_by_position[8] == Approx(scores.accuracy));
 }
