@@ -518,7 +518,10 @@ class ReportWriter {
     std::vector<std::vector<std::string>> rows = {header};
     for (const RangeSummary& r : summary_.ranges) {
       std::vector<std::string> row;
-      for (const std::string& key : layout_.panel_keys) row.push_back(r.labels.at(key));
+      for (const std::string& key : layout_.panel_keys) {
+        const auto found = r.labels.find(key);  // a run of an earlier grid may lack the key
+        row.push_back(found == r.labels.end() ? "-" : found->second);
+      }
       // Scaled accuracy is below 0 under chance: its interval is clipped to [-1, 1].
       row.insert(row.end(),
                  {r.line, std::to_string(r.min) + "–" + std::to_string(r.max),

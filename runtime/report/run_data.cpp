@@ -227,6 +227,24 @@ bool looks_like_run(const fs::path& folder) {
          fs::exists(folder / run_layout::kConfig, error);
 }
 
+// A sweep names a run `key=value,...,seed=N` (values made file-safe, so with no ',' or '='):
+// a run of an earlier grid of the sweep, which today's manifest does not list, keeps its labels
+// by its name. Any other name labels nothing.
+std::map<std::string, std::string> labels_in_name(const std::string& name) {
+  std::map<std::string, std::string> labels;
+  size_t start = 0;
+  while (start <= name.size()) {
+    const size_t end = std::min(name.find(',', start), name.size());
+    const std::string part = name.substr(start, end - start);
+    const size_t equals = part.find('=');
+    if (equals == 0 || equals == std::string::npos || equals + 1 == part.size() ||
+        !labels.emplace(part.substr(0, equals), part.substr(equals + 1)).second)
+      return {};
+    start = end + 1;
+  }
+  return labels.count("seed") ? labels : std::map<std::string, std::string>{};
+}
+
 // Run folders that the manifest does not name (runs of an earlier grid, or plain runs).
 void add_unlisted_runs(SweepData& sweep) {
   std::set<std::string> listed;
@@ -243,6 +261,7 @@ void add_unlisted_runs(SweepData& sweep) {
     RunData run;
     run.name = name;
     run.folder = sweep.folder / name;
+    run.labels = labels_in_name(name);
     sweep.runs.push_back(std::move(run));
   }
 }

@@ -455,3 +455,39 @@ TEST_CASE("a report sums up evaluated ranges: one mean per range and seed, then 
   }
   CHECK(by_step > 0);
 }
+
+TEST_CASE("runs of an earlier grid of the sweep keep the labels their names give") {
+  // The sweep ran mixer = gpt first, then (same folder) the grid of qlstm and lru: today's
+  // manifest lists the latter alone, and the report must take both, each with its labels.
+  TempDir root;
+  const std::vector<FakeRun> listed = fake_runs();
+  const std::vector<FakeRun> earlier = {{"gpt", "16", 1, "completed", 0.6},
+                                        {"gpt", "16", 2, "completed", 0.6}};
+  write_sweep(root, listed);
+  for (const FakeRun& run : earlier) write_fake_run(root, "s", run);
+  for (const std::vector<FakeRun>* runs : {&listed, &earlier}) {
+    for (const FakeRun& run : *runs) {
+      root.write("s/" + fake_run_name(run) + "/config.json",
+                 "{\"model\": {\"mixer\": \"" + run.mixer +
+                     "\"}, \"train\": {\"eval\": {\"ranges\": [{\"min\": 20, \"max\": 30}]}}}\n");
+    }
+  }
+  // And a run under another kind of name, labelled by its mixer as before (the table's cell of
+  // a key it lacks is "-").
+  const FakeRun by_hand = {"lstm", "8", 1, "completed", 0.5};
+  write_fake_run(root, "s", by_hand);
+  fs::rename(root / "s" / fake_run_name(by_hand), root / "s/by-hand");
+  root.write("s/by-hand/config.json",
+             "{\"model\": {\"mixer\": \"lstm\"}, \"train\": {\"eval\": {\"ranges\": "
+             "[{\"min\": 20, \"max\": 30}]}}}\n");
+  const ReportSummary summary = report_of(root);
+  CHECK(summary.runs == 11);
+  const auto gpt = std::find_if(summary.ranges.begin(), summary.ranges.end(),
+                                [](const RangeSummary& r) { return r.line == "gpt"; });
+  REQUIRE(gpt != summary.ranges.end());
+  CHECK(gpt->labels.at("train_length") == "16");
+  CHECK(gpt->accuracy.n == 2);
+  const std::string md = read_file(root / "s/report/report.md");
+  CHECK_THAT(md, Contains("| 16 | gpt | 20–30 | 2 |"));
+  CHECK_THAT(md, Contains("| - | lstm |"));
+}
