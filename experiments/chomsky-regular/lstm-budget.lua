@@ -14,6 +14,9 @@ local steps = quick and 20 or ms.param("steps", 15000)
 local task_names = quick and { "cycle_navigation" } or
     ms.param("tasks", { "cycle_navigation", "even_pairs" })
 local seeds = quick and { 41 } or ms.param("seeds", { 41, 42, 43 })
+-- The decoder block's MLP after the LSTM (ratio 4, Table 2's model) or none (0: the paper's
+-- LSTM reads out its state linearly, with no MLP between): is the block the difference?
+local mlp_ratios = ms.param("mlp_ratios", { 4 })
 
 local tasks = {
   cycle_navigation = function() return ms.task.cycle_navigation{ score = "last" } end,
@@ -25,13 +28,13 @@ end
 
 ms.sweep{
   name = "chomsky-lstm-budget",
-  grid = { task = task_names },
+  grid = { task = task_names, mlp_ratio = mlp_ratios },
   seeds = seeds,
   run = function(p)
     local task = tasks[p.task]()
     return ms.train{
-      model = ms.model.decoder{ layers = { { mixer = "lstm" } }, d_model = 256, task = task,
-                               seed = p.seed },
+      model = ms.model.decoder{ layers = { { mixer = "lstm" } }, d_model = 256,
+                               mlp_ratio = p.mlp_ratio, task = task, seed = p.seed },
       task = task, steps = steps, batch = quick and 16 or 128, length = { min = 1, max = 40 },
       optimizer = ms.optim.adam{ lr = 1e-3 },
       clip = 1.0,
