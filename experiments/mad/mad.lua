@@ -31,8 +31,13 @@ local batch = quick and 8 or 128
 local test_batches = quick and 1 or 10 -- MAD's test set: 1,280 sequences
 assert(phase == "all" or phase == "grid" or phase == "seeds",
        "--set phase= must be all, grid or seeds, got " .. phase)
-assert(settings_kind == "all" or settings_kind == "baseline",
-       "--set settings= must be all or baseline, got " .. settings_kind)
+-- all, baseline, or setting names (comma-separated, as listed by --dry-run): a part of the
+-- protocol, e.g. the reruns one setting still lacks.
+local named_settings = {}
+if settings_kind ~= "all" and settings_kind ~= "baseline" then
+  for name in settings_kind:gmatch("[^,]+") do named_settings[name] = true end
+  settings_kind = "named"
+end
 
 local mixers = quick and { "gpt", "mamba" } or ms.param("mixers", { "gpt", "deltanet", "mamba" })
 local lrs = quick and { 1e-3 } or ms.param("lrs", { 1e-4, 5e-4, 1e-3 })
@@ -71,13 +76,15 @@ for _, task in ipairs(tasks) do
   task.settings = {}
   if not next(wanted_tasks) or wanted_tasks[task.name] then
     local function add(name, knobs)
+      if settings_kind == "named" and not named_settings[name] then return end
+      named_settings[name] = nil
       knobs.task = task.name
       settings[name] = knobs
       setting_names[#setting_names + 1] = name
       task.settings[#task.settings + 1] = name
     end
     add(task.name .. ".base", task.base)
-    if settings_kind == "all" then
+    if settings_kind ~= "baseline" then
       for _, change in ipairs(task.changes) do
         local knob, values = change[1], change[2]
         for _, value in ipairs(values) do
@@ -90,6 +97,9 @@ for _, task in ipairs(tasks) do
     end
   end
 end
+local unknown = next(named_settings)
+assert(not unknown, "--set settings=: no setting " .. tostring(unknown) ..
+       " (all, baseline, or names such as memorization.vocab-8192, in_context_recall.base)")
 assert(#setting_names > 0, "--set tasks= names none of " ..
        "fuzzy_recall, in_context_recall, memorization, noisy_recall, selective_copying")
 
@@ -414,7 +424,8 @@ if found_any and not ms.dry_run then
   local text = table.concat{
     "MAD test accuracy in % (macro over classes, as mad-lab's torchmetrics accuracy, at the ",
     "check with the lowest test loss): per task the mean over its settings (",
-    settings_kind == "all" and "baseline and each changed knob" or "the baseline setting only",
+    settings_kind == "all" and "baseline and each changed knob" or
+      settings_kind == "baseline" and "the baseline setting only" or "the settings asked for",
     ") of the best over lr ", table.concat(lrs, ", "), " × weight decay ",
     table.concat(wds, ", "), ", seed 41, ", quick and "3 steps (quick)" or epochs .. " epochs",
     ". The paper's: Yang et al. 2024, ",
