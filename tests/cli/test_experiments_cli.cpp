@@ -162,3 +162,26 @@ TEST_CASE("experiment mad runs end to end in its quick variant, with the paper's
                                "seed=41/mad_test.csv"),
              Contains("best_recall"));
 }
+
+TEST_CASE("experiment mad runs the settings named in --set settings=, and refuses unknown ones") {
+  TempDir cwd;
+  const std::string script = std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/mad/mad.lua";
+  const auto plan = [&](const std::string& settings) {
+    return run_process(MEMSCRIPT_BINARY,
+                       {"--dry-run", "--set", "settings=" + settings, "--set", "mixers=gpt",
+                        "--set", "lrs=1e-3", "--set", "wds=0", "--out", "out", script},
+                       cwd.path());
+  };
+  const auto two = plan("memorization.vocab-8192,in_context_recall.base");
+  INFO(two.out << two.err);
+  REQUIRE(two.exit_code == 0);
+  size_t trained = 0;
+  for (size_t at = two.out.find("dry run: train"); at != std::string::npos;
+       at = two.out.find("dry run: train", at + 1))
+    ++trained;
+  CHECK(trained == 2);
+  CHECK_THAT(two.out, Contains("\"vocab\":8192") && Contains("for 20000 steps"));
+  const auto unknown = plan("memorization.vocab-9");
+  CHECK(unknown.exit_code == 1);
+  CHECK_THAT(unknown.err, Contains("--set settings=: no setting memorization.vocab-9"));
+}
