@@ -104,7 +104,7 @@ TEST_CASE("experiment chomsky-regular runs end to end in its quick variant, with
 
 TEST_CASE("experiment chomsky-regular's lstm-budget.lua runs end to end in its quick variant") {
   TempDir cwd;
-  run_quick({"chomsky-regular", 1, "lstm-budget.lua", "chomsky-lstm-budget"}, cwd);
+  run_quick({"chomsky-regular", 2, "lstm-budget.lua", "chomsky-lstm-budget"}, cwd);
 }
 
 TEST_CASE("experiment grazzi-table3's mamba-neg-budget.lua runs end to end in its quick variant") {
