@@ -78,18 +78,41 @@ for _, range in ipairs(report.ranges) do
   end
 end
 
+-- The table holds every (model, width, size) with runs in the folder, also those of an earlier
+-- part of the grid (--set models=..., then others into the same --out): one table of all.
+local function found(values, position)
+  local list = {}
+  for _, value in ipairs(values) do
+    for key in pairs(best) do
+      local parts = {}
+      for part in key:gmatch("[^/]+") do parts[#parts + 1] = part end
+      if parts[position] == tostring(value) then list[#list + 1] = value break end
+    end
+  end
+  return list
+end
+local all_widths, seen_width = {}, {}
+for key in pairs(best) do
+  local width = tonumber(key:match("^[^/]+/(%d+)/"))
+  if not seen_width[width] then all_widths[#all_widths + 1], seen_width[width] = width, true end
+end
+table.sort(all_widths)
+local shown_sizes = found({ "64x4", "128x8", "256x16", "512x64" }, 1)
+local shown_widths = found(all_widths, 2)
+local shown_models = found({ "attention", "linear_attention", "deltanet", "gated_deltanet", "mamba" }, 3)
+
 if next(best) and not ms.dry_run then
   local header = "| model | width |"
   local rule = "| --- | --- |"
-  for _, size in ipairs(size_names) do
+  for _, size in ipairs(shown_sizes) do
     header = header .. " " .. size .. " |"
     rule = rule .. " --- |"
   end
   local rows = { header, rule }
-  for _, model in ipairs(model_names) do
-    for _, width in ipairs(widths) do
+  for _, model in ipairs(shown_models) do
+    for _, width in ipairs(shown_widths) do
       local row = "| " .. model .. " | " .. width .. " |"
-      for _, size in ipairs(size_names) do
+      for _, size in ipairs(shown_sizes) do
         local b = best[size .. "/" .. width .. "/" .. model]
         if not b then
           row = row .. " – |"

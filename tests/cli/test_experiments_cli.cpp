@@ -130,6 +130,24 @@ TEST_CASE("experiment zoology-mqar runs end to end in its quick variant, with Fi
   CHECK_THAT(table, Contains("| attention | 64 | ") && Contains("| deltanet | 64 | "));
 }
 
+TEST_CASE("experiment zoology-mqar run in parts into one folder reports every part in one table") {
+  // The README's way to run the figure on short leases: part of the grid at a time.
+  TempDir cwd;
+  const std::string script =
+      std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/zoology-mqar/zoology-mqar.lua";
+  for (const char* part : {"models=deltanet", "models=mamba"}) {
+    const auto r = run_process(
+        MEMSCRIPT_BINARY,
+        {"--quiet", "--threads", "1", "--set", "steps=2", "--set", "batch=2", "--set", part,
+         "--set", "sizes=64x4", "--set", "widths=64", "--set", "lrs=1e-3", "--out", "out", script},
+        cwd.path());
+    INFO(part << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  const std::string table = read_file(cwd.path() / "out/zoology-mqar/report/figure2.md");
+  CHECK_THAT(table, Contains("| deltanet | 64 | ") && Contains("| mamba | 64 | "));
+}
+
 TEST_CASE("experiment zoology-mqar's plateau.lua draws the committed curves, one chart a size") {
   TempDir cwd;
   const std::string source = std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/zoology-mqar/";
