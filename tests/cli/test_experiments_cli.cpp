@@ -107,6 +107,11 @@ TEST_CASE("experiment chomsky-regular's lstm-budget.lua runs end to end in its q
   run_quick({"chomsky-regular", 2, "lstm-budget.lua", "chomsky-lstm-budget"}, cwd);
 }
 
+TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs end to end in its quick variant") {
+  TempDir cwd;
+  run_quick({"grazzi-table3", 2, "arithmetic-budget.lua", "grazzi-arithmetic-budget"}, cwd);
+}
+
 TEST_CASE("experiment grazzi-table3's mamba-neg-budget.lua runs end to end in its quick variant") {
   TempDir cwd;
   run_quick({"grazzi-table3", 3, "mamba-neg-budget.lua", "grazzi-mamba-neg"}, cwd);
