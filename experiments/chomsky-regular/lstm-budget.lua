@@ -123,4 +123,4 @@ ms.sweep{
 }
 
 ms.report{ runs = "chomsky-lstm-budget", line = "task",
-           title = "The LSTM on cycle navigation and even pairs, 15,000 steps" }
+           title = "The LSTM on cycle navigation and even pairs, " .. steps .. " steps" }
