@@ -21,6 +21,7 @@ local large = ms.param("large", false)
 local sizes = { ["64x4"] = { 64, 4 }, ["128x8"] = { 128, 8 }, ["256x16"] = { 256, 16 },
                 ["512x64"] = { 512, 64 } }
 -- Subsets (--set models=attention, say) run part of the figure on a short lease.
+local all_sizes = { "64x4", "128x8", "256x16", "512x64" }  -- the figure's order
 local size_names = quick and { "64x4" } or ms.param("sizes", { "64x4", "128x8", "256x16" })
 if large and not quick then size_names[#size_names + 1] = "512x64" end
 for _, size in ipairs(size_names) do
@@ -28,8 +29,8 @@ for _, size in ipairs(size_names) do
 end
 local widths = quick and { 64 } or ms.param("widths", { 64, 128 })
 local lrs = quick and { 1e-3 } or ms.param("lrs", { 1e-4, 4.6e-4, 2.2e-3, 1e-2 })
-local model_names = quick and { "attention", "deltanet" } or
-    ms.param("models", { "attention", "linear_attention", "deltanet", "gated_deltanet", "mamba" })
+local all_models = { "attention", "linear_attention", "deltanet", "gated_deltanet", "mamba" }
+local model_names = quick and { "attention", "deltanet" } or ms.param("models", all_models)
 local layer_of = {
   attention = { mixer = "gpt", positions = "learned" },
   linear_attention = { mixer = "linear_attention" },
@@ -68,9 +69,12 @@ local report = ms.report{ runs = "zoology-mqar", line = "model",
                           title = "Zoology Figure 2: MQAR accuracy by width (max over lr)" }
 
 -- Figure 2's numbers: per (size, width, model) the best learning rate's mean over seeds.
-local best = {}
+-- Every (model, width, size) with runs in the folder goes into the table, also those of an
+-- earlier part of the grid (--set models=..., then others into the same --out).
+local best, seen = {}, { size = {}, width = {}, model = {} }
 for _, range in ipairs(report.ranges) do
   local l = range.labels
+  seen.size[l.size], seen.width[tonumber(l.width)], seen.model[l.model] = true, true, true
   local key = l.size .. "/" .. l.width .. "/" .. l.model
   if not best[key] or range.accuracy.mean > best[key].mean then
     best[key] = { mean = range.accuracy.mean, low = range.accuracy.low,
@@ -78,28 +82,16 @@ for _, range in ipairs(report.ranges) do
   end
 end
 
--- The table holds every (model, width, size) with runs in the folder, also those of an earlier
--- part of the grid (--set models=..., then others into the same --out): one table of all.
-local function found(values, position)
+local function in_order(order, found)
   local list = {}
-  for _, value in ipairs(values) do
-    for key in pairs(best) do
-      local parts = {}
-      for part in key:gmatch("[^/]+") do parts[#parts + 1] = part end
-      if parts[position] == tostring(value) then list[#list + 1] = value break end
-    end
-  end
+  for _, value in ipairs(order) do if found[value] then list[#list + 1] = value end end
   return list
 end
-local all_widths, seen_width = {}, {}
-for key in pairs(best) do
-  local width = tonumber(key:match("^[^/]+/(%d+)/"))
-  if not seen_width[width] then all_widths[#all_widths + 1], seen_width[width] = width, true end
-end
-table.sort(all_widths)
-local shown_sizes = found({ "64x4", "128x8", "256x16", "512x64" }, 1)
-local shown_widths = found(all_widths, 2)
-local shown_models = found({ "attention", "linear_attention", "deltanet", "gated_deltanet", "mamba" }, 3)
+local shown_widths = {}
+for width in pairs(seen.width) do shown_widths[#shown_widths + 1] = width end
+table.sort(shown_widths)
+local shown_sizes = in_order(all_sizes, seen.size)
+local shown_models = in_order(all_models, seen.model)
 
 if next(best) and not ms.dry_run then
   local header = "| model | width |"
