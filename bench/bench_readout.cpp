@@ -56,7 +56,6 @@ void compare(const Workload& w) {
   };
   step(false);  // warm up both paths before timing either
   step(true);
-  double every = 0, scored = 0;
   // Interleaved rounds, so that a change in the machine's load falls on both alike.
   std::vector<double> every_runs, scored_runs;
   for (int round = 0; round < 5; ++round) {
@@ -65,8 +64,8 @@ void compare(const Workload& w) {
   }
   std::sort(every_runs.begin(), every_runs.end());
   std::sort(scored_runs.begin(), scored_runs.end());
-  every = every_runs[every_runs.size() / 2];
-  scored = scored_runs[scored_runs.size() / 2];
+  const double every = every_runs[every_runs.size() / 2];
+  const double scored = scored_runs[scored_runs.size() / 2];
   std::printf("%-44s %10.2f %10.2f %7.2fx\n", w.label.c_str(), every * 1e3, scored * 1e3,
               every / scored);
 }
