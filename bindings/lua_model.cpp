@@ -1,12 +1,14 @@
 // ms.model.decoder{...} and the methods of a model.
 
 #include <cstdio>
+#include <filesystem>
 
 #include "bindings/convert.h"
 #include "bindings/sandbox.h"
 #include "bindings/session.h"
 #include "bindings/tensor_args.h"
 #include "bindings/types.h"
+#include "runtime/checkpoint.h"
 #include "runtime/device.h"
 #include "runtime/model/safetensors.h"
 #include "runtime/model/serialize.h"
@@ -236,10 +238,13 @@ int make_decoder_binding(lua_State* L) {
   return 1;
 }
 
-// ms.model.load(path) -> the model saved there, on the run's device
+// ms.model.load(path) -> the model saved there (m:save's file, or a run folder's last
+// checkpoint), on the run's device
 int load_model_binding(lua_State* L) {
   if (lua_type(L, 1) != LUA_TSTRING) argument_error(L, 1, "path expected");
-  Decoder model = load_decoder(lua_tostring(L, 1));
+  const std::filesystem::path path = lua_tostring(L, 1);
+  Decoder model =
+      std::filesystem::is_directory(path) ? load_checkpoint_model(path) : load_decoder(path);
   model->to(torch::Device(session(L).settings.device));
   push_object<ModelRef>(L, model.ptr());
   return 1;

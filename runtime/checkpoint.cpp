@@ -2,6 +2,9 @@
 
 #include <sstream>
 
+#include "runtime/model/serialize.h"
+#include "runtime/stored_run.h"
+
 namespace memscript {
 
 namespace {
@@ -10,6 +13,33 @@ constexpr const char* kLoopKey = "loop";
 constexpr const char* kRandomKey = "random.cpu";
 
 torch::Generator cpu_generator() { return at::detail::getDefaultCPUGenerator(); }
+
+// config.json's "model": what ms.train stored of the model it trained. Checked before any of it
+// is trusted: a folder written by hand gets one line naming the file.
+const nlohmann::json& stored_model_config(const nlohmann::json& config,
+                                          const std::filesystem::path& run) {
+  const std::string file = (run / run_layout::kConfig).string();
+  if (!config.contains("model") || !config.at("model").is_object())
+    throw UserError(file + ": no 'model' object (not the folder of an ms.train run)");
+  const nlohmann::json& model = config.at("model");
+  if (!model.contains("layers") || !model.at("layers").is_array() || model.at("layers").empty())
+    throw UserError(file + ": 'model.layers' must be a non-empty array");
+  for (const auto& layer : model.at("layers")) {
+    if (!layer.is_object()) throw UserError(file + ": 'model.layers' holds a non-object");
+  }
+  return model;
+}
+
+// The floating dtype the checkpoint's model was trained in (its embedding's): config.json does not
+// record it, and a float64 run must come back in float64.
+torch::ScalarType stored_dtype(torch::serialize::InputArchive& model_archive) {
+  torch::serialize::InputArchive embedding;
+  torch::Tensor weight;
+  if (model_archive.try_read("embedding", embedding) && embedding.try_read("weight", weight) &&
+      weight.defined() && weight.is_floating_point())
+    return weight.scalar_type();
+  return torch::kFloat;
+}
 
 }  // namespace
 
@@ -40,7 +70,7 @@ std::optional<nlohmann::json> read_checkpoint(const RunFolder& folder, DecoderIm
     archive.load_from(path.string(), model.device());
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);
-    model.load(model_archive);
+    load_weights(model, model_archive, path.string());
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);
     optimizer.load(optimizer_archive);
@@ -56,6 +86,31 @@ std::optional<nlohmann::json> read_checkpoint(const RunFolder& folder, DecoderIm
     throw UserError("cannot read the checkpoint " + path.string() + ": " +
                     error.what_without_backtrace());
   }
+}
+
+Decoder load_checkpoint_model(const std::filesystem::path& run) {
+  const nlohmann::json config = read_run_config(run);
+  const nlohmann::json& model_config = stored_model_config(config, run);
+  const std::filesystem::path path = run / kCheckpointFile;
+  if (!std::filesystem::is_regular_file(path)) {
+    throw UserError(run.string() + " has no " + kCheckpointFile +
+                    " (its training has not written one yet)");
+  }
+  Options options = decoder_options_from_config(model_config);
+  Decoder model(std::make_shared<DecoderImpl>(options, nullptr, 0));
+  options.finish();
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path.string(), torch::kCPU);
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    model->to(stored_dtype(model_archive));
+    load_weights(*model, model_archive, path.string());
+  } catch (const c10::Error& error) {
+    throw UserError("cannot read the model from " + path.string() + ": " +
+                    error.what_without_backtrace());
+  }
+  return model;
 }
 
 }  // namespace memscript

@@ -6,6 +6,7 @@
 // atomically, so it is always the last complete checkpoint; the logs are flushed before it,
 // so they hold at least the lines it counts and a resume cuts them back to that.
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -25,5 +26,13 @@ void write_checkpoint(const RunFolder& folder, DecoderImpl& model, const Optimiz
 // folder has no checkpoint yet.
 std::optional<nlohmann::json> read_checkpoint(const RunFolder& folder, DecoderImpl& model,
                                               Optimizer& optimizer);
+
+// The model of the run folder `run` as its last checkpoint holds it, rebuilt from the "model"
+// entry of its config.json, on the CPU: what ms.model.load(run folder) returns, so a finished
+// run can be evaluated again (other lengths, other batches) without training it again. One
+// UserError line when `run` is not a run folder, has no checkpoint yet, or its config.json
+// cannot rebuild the model (a mixer defined in a script that the loading script does not
+// define, say) or disagrees with the checkpoint.
+Decoder load_checkpoint_model(const std::filesystem::path& run);
 
 }  // namespace memscript

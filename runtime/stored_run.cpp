@@ -17,7 +17,9 @@ namespace {
 // A run folder's file as text; "" when it is missing or not a regular file (a FIFO would block).
 std::string read_text(const fs::path& path) { return read_regular_file(path).value_or(""); }
 
-nlohmann::json read_config(const fs::path& run) {
+}  // namespace
+
+nlohmann::json read_run_config(const fs::path& run) {
   const fs::path path = run / run_layout::kConfig;
   if (!fs::is_regular_file(path)) {
     throw UserError(run.string() + " is not a run folder (it has no " + run_layout::kConfig + ")");
@@ -35,6 +37,8 @@ nlohmann::json read_config(const fs::path& run) {
   if (!config.is_object()) throw UserError(path.string() + " is not a JSON object");
   return config;
 }
+
+namespace {
 
 // config.json's `key` as a T, `fallback` when absent; a value of another type is an error that
 // names the file and the key.
@@ -159,7 +163,7 @@ StoredRun read_stored_run(const fs::path& run) {
   stored_run.named = run;
   stored_run.folder = fs::canonical(run, error);
   if (error) throw UserError("cannot open " + run.string() + ": " + error.message());
-  const nlohmann::json config = read_config(run);
+  const nlohmann::json config = read_run_config(run);
   read_script(config, run, stored_run);
   read_settings(config, stored_run);
   stored_run.out = stored<std::string>(config, stored_run, "out", "a string", "");

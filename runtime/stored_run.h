@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ struct StoredRun {
   // Throws UserError "<folder>/config.json: '<key>' <what>".
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
 };
+
+// `run`'s config.json as a JSON object; UserError with one line when the folder has none or it
+// does not parse.
+nlohmann::json read_run_config(const std::filesystem::path& run);
 
 // Reads and checks `run` (as typed on the command line). Throws UserError with one line when it
 // is not a run folder that can be run again.

@@ -9,6 +9,12 @@
 --   build/memscript experiments/grazzi-table3/arithmetic-budget.lua
 --   build/memscript --set models=deltanet-neg --set seeds=41 experiments/grazzi-table3/arithmetic-budget.lua
 --   build/memscript --set quick=true experiments/grazzi-table3/arithmetic-budget.lua
+--
+-- Then Table 3's own number for each complete run of the plan: its model as the run ended
+-- (ms.model.load of the run folder), evaluated at every length 40..256 on one batch of 64 as
+-- grazzi-table3.lua evaluates, the scaled accuracy averaged over the lengths; best of seeds,
+-- mean and interval, in report/table3.md. A second call with the same --set values trains
+-- nothing and computes only this.
 local quick = ms.param("quick", false)
 local steps = quick and 20 or ms.param("steps", 24000)
 local seeds = quick and { 41 } or ms.param("seeds", { 41 })
@@ -25,7 +31,7 @@ for _, name in ipairs(model_names) do
          " (deltanet, deltanet-neg, mamba-neg, transformer)")
 end
 
-ms.sweep{
+local sweep = ms.sweep{
   name = "grazzi-arithmetic-budget",
   grid = { model = model_names },
   seeds = seeds,
@@ -50,3 +56,54 @@ ms.sweep{
 
 ms.report{ runs = "grazzi-arithmetic-budget", line = "model",
            title = "Arithmetic (mod 5, answer only) at 4 times Table 3's budget" }
+
+-- Table 3's metric. Only where this process sees the whole plan: a shard leaves it to the pass
+-- that reports.
+local paper = { ["deltanet-neg"] = 0.971, deltanet = 0.314, ["mamba-neg"] = 0.241,
+                transformer = 0.031 }
+if not ms.dry_run and not ms.rerun and #sweep.elsewhere == 0 then
+  local task = ms.task.arithmetic{ modulus = 5, operators = "+-*", score = "last" }
+  local eval = { lengths = { quick and { min = 40, max = 44 } or { min = 40, max = 256 } },
+                 batches = 1, batch = quick and 8 or 64 }
+  local scaled, rows = {}, {}
+  for _, run in ipairs(sweep.runs) do
+    if run.state == "completed" or run.state == "skipped" then
+      local _, summary = ms.evaluate(ms.model.load(ms.out .. "/" .. run.out), task, eval)
+      local range = summary.ranges[1]
+      local model = run.params.model
+      scaled[model] = scaled[model] or {}
+      table.insert(scaled[model], range.scaled_accuracy)
+      rows[#rows + 1] = string.format("| %s | %d | %.4f | %.4f |", model, run.params.seed,
+                                      range.accuracy, range.scaled_accuracy)
+    end
+  end
+  local lines = {
+    string.format("# Table 3's metric at step %d: scaled accuracy over lengths %d–%d", steps,
+                  eval.lengths[1].min, eval.lengths[1].max),
+    "",
+    "Each run's model as its training ended, evaluated at every length on one batch of " ..
+        eval.batch .. " (grazzi-table3.lua's evaluation); the mean over the lengths, scaled " ..
+        "(accuracy − 0.2) / 0.8. Best of seeds in bold (what the paper reports), then the mean " ..
+        "and its 95% Student-t interval.",
+    "",
+    "| model | paper (100,000 steps of 256) | memscript | seeds |",
+    "| --- | --- | --- | --- |",
+  }
+  for _, model in ipairs(model_names) do
+    local values = scaled[model]
+    if values then
+      local s = ms.seed_stats{ values = values }
+      local cell = s.low and string.format("**%.3f** · %.3f [%.3f, %.3f]", s.max, s.mean,
+                                           math.max(-0.25, s.low), math.min(1, s.high))
+                   or string.format("%.3f (n = 1)", s.mean)
+      lines[#lines + 1] = string.format("| %s | %.3f | %s | %d |", model, paper[model], cell, s.n)
+    end
+  end
+  lines[#lines + 1] = ""
+  lines[#lines + 1] = "| model | seed | accuracy | scaled accuracy |"
+  lines[#lines + 1] = "| --- | --- | --- | --- |"
+  for _, row in ipairs(rows) do lines[#lines + 1] = row end
+  local file = assert(io.open(ms.out .. "/grazzi-arithmetic-budget/report/table3.md", "w"))
+  file:write(table.concat(lines, "\n"), "\n")
+  file:close()
+end

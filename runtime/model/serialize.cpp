@@ -39,7 +39,48 @@ OptionValue option_from_json(const nlohmann::json& value) {
   }
 }
 
+std::string shape_text(const torch::Tensor& tensor) {
+  std::string text = "[";
+  for (int64_t i = 0; i < tensor.dim(); ++i)
+    text += (i ? ", " : "") + std::to_string(tensor.size(i));
+  return text + "] " + std::string(c10::toString(tensor.scalar_type()));
+}
+
+void load_tensor(torch::serialize::InputArchive& archive, const std::string& key,
+                 const std::string& name, torch::Tensor& target, bool is_buffer,
+                 const std::string& source) {
+  if (!target.defined()) return;
+  torch::Tensor stored;
+  if (!archive.try_read(key, stored, is_buffer) || !stored.defined())
+    throw UserError(source + ": no tensor '" + name + "' for the model it describes");
+  if (stored.sizes() != target.sizes() || stored.scalar_type() != target.scalar_type()) {
+    throw UserError(source + ": tensor '" + name + "' is " + shape_text(stored) +
+                    " where the model has " + shape_text(target));
+  }
+  torch::NoGradGuard no_grad;
+  target.copy_(stored);
+}
+
+void load_module(torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                 const std::string& prefix, const std::string& source) {
+  for (auto& item : module.named_parameters(/*recurse=*/false))
+    load_tensor(archive, item.key(), prefix + item.key(), item.value(), false, source);
+  for (auto& item : module.named_buffers(/*recurse=*/false))
+    load_tensor(archive, item.key(), prefix + item.key(), item.value(), true, source);
+  for (const auto& child : module.named_children()) {
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive))
+      throw UserError(source + ": no weights for '" + prefix + child.key() + "'");
+    load_module(*child.value(), child_archive, prefix + child.key() + ".", source);
+  }
+}
+
 }  // namespace
+
+void load_weights(torch::nn::Module& model, torch::serialize::InputArchive& archive,
+                  const std::string& source) {
+  load_module(model, archive, "", source);
+}
 
 Options decoder_options_from_config(const nlohmann::json& config) {
   Options options("saved model");
@@ -93,7 +134,7 @@ Decoder load_decoder(const std::filesystem::path& path) {
     c10::IValue dtype;
     if (archive.try_read(kDtypeKey, dtype))
       model->to(static_cast<torch::ScalarType>(dtype.toInt()));
-    model->load(archive);
+    load_weights(*model, archive, path.string());
     return model;
   } catch (const c10::Error& error) {
     throw UserError("cannot load the model " + path.string() + ": " +

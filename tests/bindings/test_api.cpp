@@ -330,6 +330,24 @@ TEST_CASE("m:save writes inside the output folder, ms.model.load brings back the
   CHECK(!fs::exists("/tmp/memscript-escape.pt"));
 }
 
+TEST_CASE("ms.model.load of a run folder gives back the model its training ended with") {
+  REQUIRE_LUA_OK(R"lua(
+    local task = ms.task.parity{ score = "last" }
+    local m = ms.model.decoder{ mixer = "deltanet", d_model = 8, heads = 2, layers = 1,
+                                task = task }
+    local eval = { lengths = { { min = 7, max = 9 } }, batches = 1, batch = 8 }
+    local r = ms.train{ model = m, task = task, steps = 6, batch = 4, length = 6,
+                        optimizer = ms.optim.adam{ lr = 1e-2 }, eval = eval, out = "again" }
+    local again = ms.model.load(r.out)
+    local b = task:sample{ batch = 2, length = 7 }
+    assert((again:forward(b.inputs) - m:forward(b.inputs)):abs():amax():item() == 0, "weights")
+    local _, summary = ms.evaluate(again, task, eval)
+    assert(summary.ranges[1].accuracy == r.ranges[1].accuracy, "the run's own evaluation")
+    local ok, err = pcall(ms.model.load, ms.out)
+    assert(not ok and err:find("is not a run folder"), err)
+  )lua");
+}
+
 TEST_CASE("a loop written with opt:step() moves the parameters to ms.train's bits") {
   // Every position scored, and the answer only (read out at the last positions alone).
   const std::string task =

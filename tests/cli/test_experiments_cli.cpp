@@ -110,6 +110,11 @@ TEST_CASE("experiment chomsky-regular's lstm-budget.lua runs end to end in its q
 TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs end to end in its quick variant") {
   TempDir cwd;
   run_quick({"grazzi-table3", 2, "arithmetic-budget.lua", "grazzi-arithmetic-budget"}, cwd);
+  // Table 3's metric from the run folders' models: one row per model and per run.
+  const std::string table = read_file(cwd.path() / "out/grazzi-arithmetic-budget/report/table3.md");
+  CHECK_THAT(table, Contains("over lengths 40–44") && Contains("| deltanet-neg | 0.971 | ") &&
+                        Contains("| deltanet | 0.314 | ") && Contains("| deltanet-neg | 41 | ") &&
+                        Contains("| deltanet | 41 | "));
 }
 
 TEST_CASE("experiment grazzi-table3's mamba-neg-budget.lua runs end to end in its quick variant") {

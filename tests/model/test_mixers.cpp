@@ -216,6 +216,32 @@ TEST_CASE("every mixer survives save and load with identical outputs") {
   CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
 }
 
+TEST_CASE("a model file whose weights do not fit its configuration is refused in one line") {
+  const std::string mixer = GENERATE(every_mixer());
+  INFO(mixer);
+  memscript::test::TempDir folder;
+  // The weights of a d_model 16 model under the configuration of a d_model 32 one; then float64
+  // weights under a float32 model's dtype.
+  Decoder narrow = make_decoder(mixer, 16);
+  torch::serialize::OutputArchive archive;
+  narrow->save(archive);
+  archive.write("memscript.config", c10::IValue(make_decoder(mixer, 32)->config().dump()));
+  archive.write("memscript.dtype", c10::IValue(static_cast<int64_t>(torch::kFloat)));
+  archive.save_to((folder.path() / "wider.pt").string());
+  CHECK_THROWS_WITH(load_decoder(folder.path() / "wider.pt"),
+                    Catch::Matchers::Contains("wider.pt: tensor 'embedding.weight' is [4, 16] "
+                                              "Float where the model has [4, 32] Float"));
+  narrow->to(torch::kDouble);
+  torch::serialize::OutputArchive wide_archive;
+  narrow->save(wide_archive);
+  wide_archive.write("memscript.config", c10::IValue(narrow->config().dump()));
+  wide_archive.write("memscript.dtype", c10::IValue(static_cast<int64_t>(torch::kFloat)));
+  wide_archive.save_to((folder.path() / "double.pt").string());
+  CHECK_THROWS_WITH(load_decoder(folder.path() / "double.pt"),
+                    Catch::Matchers::Contains("is [4, 16] Double where the model has [4, 16] "
+                                              "Float"));
+}
+
 TEST_CASE("a hybrid of different mixers continues across chunks and survives save and load") {
   auto names = std::make_shared<OptionList>();
   for (const char* name : {"deltanet", "gpt", "mamba", "lstm"})

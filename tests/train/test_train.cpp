@@ -5,6 +5,7 @@
 #include "../support/process.h"
 #include "runtime/batch.h"
 #include "runtime/checkpoint.h"
+#include "runtime/run_layout.h"
 #include "runtime/train.h"
 
 using namespace memscript;
@@ -132,6 +133,63 @@ TEST_CASE("a NaN loss stops the run, keeps the last good checkpoint and marks it
   Optimizer optimizer(run.optimizer, model->parameters());
   REQUIRE(read_checkpoint(run.folder, *model, optimizer));
   for (const torch::Tensor& p : model->parameters()) CHECK(torch::isfinite(p).all().item<bool>());
+}
+
+TEST_CASE("a run folder's last checkpoint loads as the model it trained") {
+  Run run;
+  run.train(tiny_spec(6));
+  run.folder.write(run_layout::kConfig, nlohmann::json{{"model", run.model->config()}}.dump());
+  Decoder loaded = load_checkpoint_model(run.folder.path());
+  CHECK(loaded->config() == run.model->config());
+  const torch::Tensor tokens = torch::randint(0, 2, {3, 11}, torch::kLong);
+  CHECK(torch::equal(loaded->forward(tokens), run.model->forward(tokens)));
+
+  // A float64 run comes back in float64.
+  Run wide;
+  wide.model->to(torch::kDouble);
+  wide.train(tiny_spec(3));
+  wide.folder.write(run_layout::kConfig, nlohmann::json{{"model", wide.model->config()}}.dump());
+  Decoder wide_loaded = load_checkpoint_model(wide.folder.path());
+  CHECK(torch::equal(wide_loaded->forward(tokens), wide.model->forward(tokens)));
+}
+
+TEST_CASE("a run folder that cannot give a model back says why in one line") {
+  using Catch::Matchers::Contains;
+  Run run;
+  run.train(tiny_spec(3));
+  CHECK_THROWS_WITH(load_checkpoint_model(run.folder.path()), Contains("is not a run folder"));
+  run.folder.write(run_layout::kConfig, R"({"seed": 1})");
+  CHECK_THROWS_WITH(load_checkpoint_model(run.folder.path()), Contains("no 'model' object"));
+  run.folder.write(run_layout::kConfig, R"({"model": {"layers": [3]}})");
+  CHECK_THROWS_WITH(load_checkpoint_model(run.folder.path()), Contains("non-object"));
+  // The configuration of a wider model than the checkpoint holds.
+  nlohmann::json config = run.model->config();
+  config["d_model"] = 16;
+  run.folder.write(run_layout::kConfig, nlohmann::json{{"model", config}}.dump());
+  CHECK_THROWS_WITH(load_checkpoint_model(run.folder.path()),
+                    Contains("tensor 'embedding.weight' is [2, 8] Float where the model has "
+                             "[2, 16] Float"));
+  RunFolder empty = RunFolder::create(run.root.path(), "empty");
+  empty.write(run_layout::kConfig, nlohmann::json{{"model", run.model->config()}}.dump());
+  CHECK_THROWS_WITH(load_checkpoint_model(empty.path()), Contains("has no checkpoint.pt"));
+}
+
+TEST_CASE("--resume refuses a checkpoint whose weights do not fit the script's model") {
+  Run run;
+  run.train(tiny_spec(3));
+  Options options("test decoder");
+  options.set("mixer", {std::string("lstm")});
+  options.set("d_model", {int64_t{8}});
+  options.set("heads", {int64_t{1}});
+  options.set("layers", {int64_t{1}});
+  options.set("mlp_ratio", {int64_t{2}});  // the checkpoint's MLP is 4 wide
+  Decoder narrower(std::make_shared<DecoderImpl>(options, run.task.get(), 7));
+  options.finish();
+  Optimizer optimizer(run.optimizer, narrower->parameters());
+  CHECK_THROWS_WITH(
+      read_checkpoint(run.folder, *narrower, optimizer),
+      Catch::Matchers::Contains("tensor 'blocks.0.mlp_up.weight' is [32, 8] Float where the "
+                                "model has [16, 8] Float"));
 }
 
 TEST_CASE("early stop at a target accuracy, and hooks that ask to stop") {
