@@ -174,7 +174,7 @@ TEST_CASE("a run folder that cannot give a model back says why in one line") {
   CHECK_THROWS_WITH(load_checkpoint_model(empty.path()), Contains("has no checkpoint.pt"));
 }
 
-TEST_CASE("--resume refuses a checkpoint whose weights do not fit the script's model") {
+TEST_CASE("a resume refuses a checkpoint whose weights do not fit the script's model") {
   Run run;
   run.train(tiny_spec(3));
   Options options("test decoder");
