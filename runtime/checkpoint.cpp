@@ -96,9 +96,14 @@ Decoder load_checkpoint_model(const std::filesystem::path& run) {
     throw UserError(run.string() + " has no " + kCheckpointFile +
                     " (its training has not written one yet)");
   }
-  Options options = decoder_options_from_config(model_config);
-  Decoder model(std::make_shared<DecoderImpl>(options, nullptr, 0));
-  options.finish();
+  Decoder model = nullptr;
+  try {
+    Options options = decoder_options_from_config(model_config);
+    model = Decoder(std::make_shared<DecoderImpl>(options, nullptr, 0));
+    options.finish();
+  } catch (const UserError& error) {
+    throw UserError((run / run_layout::kConfig).string() + ": " + error.what());
+  }
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path.string(), torch::kCPU);

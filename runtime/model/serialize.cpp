@@ -132,8 +132,14 @@ Decoder load_decoder(const std::filesystem::path& path) {
     Decoder model(std::make_shared<DecoderImpl>(options, nullptr, 0));
     options.finish();
     c10::IValue dtype;
-    if (archive.try_read(kDtypeKey, dtype))
-      model->to(static_cast<torch::ScalarType>(dtype.toInt()));
+    if (archive.try_read(kDtypeKey, dtype)) {
+      const int64_t code = dtype.isInt() ? dtype.toInt() : -1;
+      if (code != static_cast<int64_t>(torch::kFloat) &&
+          code != static_cast<int64_t>(torch::kDouble))
+        throw UserError("cannot load " + path.string() +
+                        ": its dtype is neither float32 nor float64");
+      model->to(static_cast<torch::ScalarType>(code));
+    }
     load_weights(*model, archive, path.string());
     return model;
   } catch (const c10::Error& error) {

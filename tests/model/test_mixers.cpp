@@ -240,6 +240,13 @@ TEST_CASE("a model file whose weights do not fit its configuration is refused in
   CHECK_THROWS_WITH(load_decoder(folder.path() / "double.pt"),
                     Catch::Matchers::Contains("is [4, 16] Double where the model has [4, 16] "
                                               "Float"));
+  torch::serialize::OutputArchive odd_archive;
+  narrow->save(odd_archive);
+  odd_archive.write("memscript.config", c10::IValue(narrow->config().dump()));
+  odd_archive.write("memscript.dtype", c10::IValue(int64_t{99}));
+  odd_archive.save_to((folder.path() / "odd.pt").string());
+  CHECK_THROWS_WITH(load_decoder(folder.path() / "odd.pt"),
+                    Catch::Matchers::Contains("its dtype is neither float32 nor float64"));
 }
 
 TEST_CASE("a hybrid of different mixers continues across chunks and survives save and load") {

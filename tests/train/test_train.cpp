@@ -162,6 +162,11 @@ TEST_CASE("a run folder that cannot give a model back says why in one line") {
   CHECK_THROWS_WITH(load_checkpoint_model(run.folder.path()), Contains("no 'model' object"));
   run.folder.write(run_layout::kConfig, R"({"model": {"layers": [3]}})");
   CHECK_THROWS_WITH(load_checkpoint_model(run.folder.path()), Contains("non-object"));
+  nlohmann::json misspelt = run.model->config();
+  misspelt["layers"][0]["mixer"] = "lstmm";
+  run.folder.write(run_layout::kConfig, nlohmann::json{{"model", misspelt}}.dump());
+  CHECK_THROWS_WITH(load_checkpoint_model(run.folder.path()),
+                    Contains("config.json: ") && Contains("which is not a mixer"));
   // The configuration of a wider model than the checkpoint holds.
   nlohmann::json config = run.model->config();
   config["d_model"] = 16;
