@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "runtime/memory.h"
+#include "runtime/model/show_sizes.h"
 #include "runtime/ops/cross_entropy/cross_entropy.h"
 #include "runtime/ops/embedding/embedding.h"
 #include "runtime/ops/layer_norm/layer_norm.h"
@@ -321,14 +322,6 @@ torch::Tensor DecoderImpl::forward_rows(const torch::Tensor& tokens, const torch
 }
 
 namespace {
-
-std::string show_sizes(const torch::Tensor& tensor) {
-  if (!tensor.defined()) return "no tensor";
-  std::string text = "[";
-  for (int64_t d = 0; d < tensor.dim(); ++d)
-    text += (d ? ", " : "") + std::to_string(tensor.size(d));
-  return text + "] " + c10::toString(tensor.scalar_type());
-}
 
 std::string show_sizes(const std::vector<int64_t>& sizes, const torch::Tensor& like) {
   std::string text = "[";

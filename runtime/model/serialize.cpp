@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "runtime/model/show_sizes.h"
 #include "runtime/run_folder.h"
 
 namespace memscript {
@@ -39,13 +40,6 @@ OptionValue option_from_json(const nlohmann::json& value) {
   }
 }
 
-std::string shape_text(const torch::Tensor& tensor) {
-  std::string text = "[";
-  for (int64_t i = 0; i < tensor.dim(); ++i)
-    text += (i ? ", " : "") + std::to_string(tensor.size(i));
-  return text + "] " + std::string(c10::toString(tensor.scalar_type()));
-}
-
 void load_tensor(torch::serialize::InputArchive& archive, const std::string& key,
                  const std::string& name, torch::Tensor& target, bool is_buffer,
                  const std::string& source) {
@@ -54,8 +48,8 @@ void load_tensor(torch::serialize::InputArchive& archive, const std::string& key
   if (!archive.try_read(key, stored, is_buffer) || !stored.defined())
     throw UserError(source + ": no tensor '" + name + "' for the model it describes");
   if (stored.sizes() != target.sizes() || stored.scalar_type() != target.scalar_type()) {
-    throw UserError(source + ": tensor '" + name + "' is " + shape_text(stored) +
-                    " where the model has " + shape_text(target));
+    throw UserError(source + ": tensor '" + name + "' is " + show_sizes(stored) +
+                    " where the model has " + show_sizes(target));
   }
   torch::NoGradGuard no_grad;
   target.copy_(stored);
