@@ -82,6 +82,14 @@ Options decoder_options_from_config(const nlohmann::json& config) {
                           "seed", "head_bias", "residual_positions", "max_length"}) {
     if (config.contains(key)) options.set(key, option_from_json(config.at(key)));
   }
+  // Checked before it is read: a configuration comes from a file (a model file, a run folder's
+  // config.json) that may have been written by hand.
+  if (!config.is_object() || !config.contains("layers") || !config.at("layers").is_array() ||
+      config.at("layers").empty())
+    throw UserError("saved model: 'layers' must be a non-empty array");
+  for (const auto& layer : config.at("layers")) {
+    if (!layer.is_object()) throw UserError("saved model: 'layers' holds a non-object");
+  }
   auto layers = std::make_shared<OptionList>();
   for (const auto& layer : config.at("layers")) {
     // Every resolved option of the layer, read or not: a mixer reports more than it reads

@@ -247,6 +247,12 @@ TEST_CASE("a model file whose weights do not fit its configuration is refused in
   odd_archive.save_to((folder.path() / "odd.pt").string());
   CHECK_THROWS_WITH(load_decoder(folder.path() / "odd.pt"),
                     Catch::Matchers::Contains("its dtype is neither float32 nor float64"));
+  torch::serialize::OutputArchive layerless_archive;
+  narrow->save(layerless_archive);
+  layerless_archive.write("memscript.config", c10::IValue(std::string(R"({"vocab": 4})")));
+  layerless_archive.save_to((folder.path() / "layerless.pt").string());
+  CHECK_THROWS_WITH(load_decoder(folder.path() / "layerless.pt"),
+                    Catch::Matchers::Contains("'layers' must be a non-empty array"));
 }
 
 TEST_CASE("a hybrid of different mixers continues across chunks and survives save and load") {
