@@ -162,12 +162,11 @@ class Trainer {
     torch::NoGradGuard no_grad;
     const int64_t right =
         out.logits.argmax(-1).eq(out.targets).logical_and(out.mask).sum().item<int64_t>();
-    const int64_t scored = out.mask.sum().item<int64_t>();
     interval_.loss_sum += loss_value;
     interval_.steps += 1;
     interval_.right += right;
-    interval_.scored += scored;
-    return {step, loss_value, ratio(right, scored), last_grad_norm_, lr};
+    interval_.scored += out.scored;
+    return {step, loss_value, ratio(right, out.scored), last_grad_norm_, lr};
   }
 
   [[noreturn]] void fail_not_finite(const std::string& what, double value, int64_t step,

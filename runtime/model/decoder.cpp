@@ -295,10 +295,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
     const std::vector<int64_t> shape = {tokens.size(0), 0, classes_};
     return {torch::empty(shape, embedding_->weight.options()), state};
   }
-  torch::Tensor x = ops::embedding(tokens, embedding_->weight);
-  if (scale_embedding_) x = x * std::sqrt(static_cast<double>(d_model_));
-  if (positions_.defined())
-    x = add_positions(x, state.layers.empty() ? 0 : state.layers[0].position);
+  torch::Tensor x = embed(tokens, state.layers.empty() ? 0 : state.layers[0].position);
   DecoderOutput out;
   for (size_t i = 0; i < blocks_->size(); ++i) {
     const MixerState layer_state = state.layers.empty() ? MixerState{} : state.layers[i];
@@ -312,9 +309,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
 }
 
 torch::Tensor DecoderImpl::forward_rows(const torch::Tensor& tokens, const torch::Tensor& rows) {
-  torch::Tensor x = ops::embedding(tokens, embedding_->weight);
-  if (scale_embedding_) x = x * std::sqrt(static_cast<double>(d_model_));
-  if (positions_.defined()) x = add_positions(x, 0);
+  torch::Tensor x = embed(tokens, 0);
   const size_t last = blocks_->size() - 1;
   for (size_t i = 0; i < last; ++i) x = blocks_->ptr<BlockImpl>(i)->forward(x, {}).y;
   x = blocks_->ptr<BlockImpl>(last)->forward_rows(x, rows);
@@ -373,6 +368,12 @@ void DecoderImpl::check_state(const DecoderState& state, int64_t batch) {
       }
     }
   }
+}
+
+torch::Tensor DecoderImpl::embed(const torch::Tensor& tokens, int64_t start) const {
+  torch::Tensor x = ops::embedding(tokens, embedding_->weight);
+  if (scale_embedding_) x = x * std::sqrt(static_cast<double>(d_model_));
+  return positions_.defined() ? add_positions(x, start) : x;
 }
 
 torch::Tensor DecoderImpl::add_positions(const torch::Tensor& x, int64_t start) const {
@@ -446,11 +447,12 @@ ScoredLogits scored_logits(DecoderImpl& model, const torch::Tensor& inputs,
                            const torch::Tensor& targets, const torch::Tensor& mask) {
   const int64_t positions = mask.numel();
   const int64_t scored = mask.sum().item<int64_t>();
-  if (scored == 0 || 2 * scored > positions) return {model.forward(inputs), targets, mask, {}};
+  if (scored == 0 || 2 * scored > positions)
+    return {model.forward(inputs), targets, mask, {}, scored};
   const torch::Tensor rows = mask.reshape({-1}).nonzero().squeeze(1);
   const torch::Tensor logits = model.forward_rows(inputs, rows).unsqueeze(0);
   const torch::Tensor picked = targets.reshape({-1}).index_select(0, rows).unsqueeze(0);
-  return {logits, picked, torch::ones_like(picked, mask.options()), rows};
+  return {logits, picked, torch::ones_like(picked, mask.options()), rows, scored};
 }
 
 torch::Tensor masked_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets,

@@ -93,6 +93,8 @@ class DecoderImpl : public torch::nn::Module {
 
  private:
   void check_parameters_fit(Options& options, int64_t layers) const;
+  // The blocks' input: token embeddings, scaled and with positions from `start` as configured.
+  torch::Tensor embed(const torch::Tensor& tokens, int64_t start) const;
   torch::Tensor add_positions(const torch::Tensor& x, int64_t start) const;
 
   int64_t vocab_;
@@ -121,6 +123,7 @@ TORCH_MODULE(Decoder);
 struct ScoredLogits {
   torch::Tensor logits, targets, mask;
   torch::Tensor rows;  // the flat positions read out, int64 [n]; undefined: the whole batch
+  int64_t scored = 0;  // how many positions the mask scores
 };
 ScoredLogits scored_logits(DecoderImpl& model, const torch::Tensor& inputs,
                            const torch::Tensor& targets, const torch::Tensor& mask);

@@ -477,6 +477,7 @@ TEST_CASE("every mixer read out at the scored positions alone gives the whole ba
   CHECK(rows.logits.sizes() == torch::IntArrayRef({1, sparse.sum().item<int64_t>(), 3}));
   CHECK(torch::allclose(rows.logits.squeeze(0), whole.index({sparse}), 1e-12, 1e-12));
   CHECK(torch::equal(rows.targets.squeeze(0), targets.index({sparse})));
+  CHECK(rows.scored == sparse.sum().item<int64_t>());
 
   const auto [row_loss, row_grads] = loss_and_grads(model, rows);
   const auto [loss, grads] = loss_and_grads(model, {model->forward(tokens), targets, sparse, {}});
@@ -488,5 +489,7 @@ TEST_CASE("every mixer read out at the scored positions alone gives the whole ba
 
   // Where more than half is scored the whole batch is read out, as before this readout existed.
   const torch::Tensor dense = torch::ones({3, 21}, torch::kBool);
-  CHECK_FALSE(scored_logits(*model, tokens, targets, dense).rows.defined());
+  const ScoredLogits all = scored_logits(*model, tokens, targets, dense);
+  CHECK_FALSE(all.rows.defined());
+  CHECK(all.scored == 63);
 }
