@@ -59,6 +59,34 @@ int find_script_index(int argc, char** argv) {
   return argc;
 }
 
+// What follows the script goes to it (arg[1], ...), except memscript's own options: written
+// there by mistake (`memscript x.lua --shard 1/4`) they would silently not apply (every shard's
+// runs run). Those are refused unless a `--` after the script hands everything after it over.
+std::vector<std::string> script_arguments(const cxxopts::Options& options, int first, int argc,
+                                          char** argv) {
+  std::set<std::string> ours;
+  for (const cxxopts::HelpOptionDetails& option : options.group_help("").options) {
+    if (!option.s.empty()) ours.insert("-" + option.s);
+    for (const std::string& name : option.l) ours.insert("--" + name);
+  }
+  std::vector<std::string> args;
+  for (int i = first; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") {
+      args.insert(args.end(), argv + i + 1, argv + argc);
+      break;
+    }
+    const std::string name = arg.substr(0, arg.find('='));
+    if (ours.count(name)) {
+      throw UsageError("'" + name + "' comes after the script " + argv[first - 1] +
+                       ", so it would go to the script and not to memscript: put memscript's "
+                       "options before the script (or after '--' to pass them to the script)");
+    }
+    args.push_back(arg);
+  }
+  return args;
+}
+
 cxxopts::Options make_options() {
   cxxopts::Options options("memscript", "Scripted experiments on the memory of sequence models.");
   options.custom_help("[options]");
@@ -278,7 +306,7 @@ int run(int argc, char** argv) {
   if (script_index < argc) {
     script = argv[script_index];
     check_script(script);
-    script_args.assign(argv + script_index + 1, argv + argc);
+    script_args = script_arguments(options, script_index + 1, argc, argv);
   }
   std::optional<memscript::Rerun> rerun;
   if (parsed.count("resume") || parsed.count("replay")) {

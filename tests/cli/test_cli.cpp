@@ -79,12 +79,34 @@ TEST_CASE("option --device cuda without a GPU is a usage error") {
   CHECK_THAT(r.err, Contains("no CUDA GPU"));
 }
 
-TEST_CASE("a script runs with its arguments and options after the script belong to it") {
+TEST_CASE("a script runs with its arguments, and options memscript lacks after it go to it") {
   TempDir cwd;
   cwd.write("args.lua", "print(arg[0], arg[1], arg[2], select('#', ...))");
   const auto r = run_memscript({"--threads", "1", "args.lua", "a", "--not-ours"}, cwd);
   CHECK(r.exit_code == 0);
   CHECK(r.out == "args.lua\ta\t--not-ours\t2\n");
+}
+
+TEST_CASE("memscript's own options after the script are refused unless after --") {
+  TempDir cwd;
+  cwd.write("args.lua", "print(arg[1], arg[2], select('#', ...))");
+  const std::vector<std::pair<std::string, std::string>> options = {{"--shard", "--shard"},
+                                                                    {"--out=elsewhere", "--out"},
+                                                                    {"--dry-run", "--dry-run"},
+                                                                    {"-e", "-e"}};
+  for (const auto& [option, name] : options) {
+    INFO(option);
+    const auto r = run_memscript({"args.lua", "a", option, "1/4"}, cwd);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("'" + name + "' comes after the script args.lua"));
+    CHECK_THAT(r.err, Contains("before the script (or after '--'"));
+    CHECK(count_lines(r.err) == 1);
+    CHECK(r.out.empty());
+    CHECK_FALSE(fs::exists(cwd.path() / "elsewhere"));
+  }
+  const auto passed = run_memscript({"args.lua", "--", "--shard", "1/4"}, cwd);
+  CHECK(passed.exit_code == 0);
+  CHECK(passed.out == "--shard\t1/4\t2\n");
 }
 
 TEST_CASE("script errors exit 1 with file:line and a traceback") {
