@@ -31,11 +31,17 @@ local widths = quick and { 64 } or ms.param("widths", { 64, 128 })
 local lrs = quick and { 1e-3 } or ms.param("lrs", { 1e-4, 4.6e-4, 2.2e-3, 1e-2 })
 local all_models = { "attention", "linear_attention", "deltanet", "gated_deltanet", "mamba" }
 local model_names = quick and { "attention", "deltanet" } or ms.param("models", all_models)
+-- The recurrent mixers get a short causal convolution before them (Zoology's newer configs,
+-- Based, flash-linear-attention): Figure 2's gated convolutions and Mamba all mix neighbouring
+-- tokens before recalling, and without it linear attention has no way to attach a value to the
+-- key before it (README: it stays on the plateau). `--set short_conv=0` runs them bare.
+local short_conv = ms.param("short_conv", 4)
+local conv = short_conv > 0 and short_conv or nil
 local layer_of = {
   attention = { mixer = "gpt", positions = "learned" },
-  linear_attention = { mixer = "linear_attention" },
-  deltanet = { mixer = "deltanet" },
-  gated_deltanet = { mixer = "gated_deltanet" },
+  linear_attention = { mixer = "linear_attention", short_conv = conv },
+  deltanet = { mixer = "deltanet", short_conv = conv },
+  gated_deltanet = { mixer = "gated_deltanet", short_conv = conv },
   mamba = { mixer = "mamba" },
 }
 for _, model in ipairs(model_names) do

@@ -138,6 +138,12 @@ TEST_CASE("experiment zoology-mqar runs end to end in its quick variant, with Fi
   run_quick({"zoology-mqar", 2}, cwd);
   const std::string table = read_file(cwd.path() / "out/zoology-mqar/report/figure2.md");
   CHECK_THAT(table, Contains("| attention | 64 | ") && Contains("| deltanet | 64 | "));
+  // The recurrent mixers get Zoology's short convolution; attention has none.
+  const fs::path sweep = cwd.path() / "out/zoology-mqar";
+  CHECK_THAT(read_file(sweep / "size=64x4,width=64,model=deltanet,lr=0.001,seed=41/config.json"),
+             Contains("\"short_conv\": 4"));
+  CHECK_THAT(read_file(sweep / "size=64x4,width=64,model=attention,lr=0.001,seed=41/config.json"),
+             !Contains("short_conv"));
 }
 
 TEST_CASE("experiment zoology-mqar run in parts into one folder reports every part in one table") {
