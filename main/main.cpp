@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -43,18 +43,26 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The options that take a value in the next argument, for finding where the script starts.
-const std::set<std::string> kOptionsWithValue = {
-    "-e",      "--device", "--threads", "--out",         "--seed",      "--set",
-    "--shard", "--resume", "--replay",  "--max-seconds", "--max-memory"};
+// memscript's options as a command line spells them ("--out", "-e"), each with whether it takes
+// a value in the next argument: read from make_options(), so the two cannot drift apart.
+using Spellings = std::map<std::string, bool>;
+Spellings option_spellings(const cxxopts::Options& options) {
+  Spellings spellings;
+  for (const cxxopts::HelpOptionDetails& option : options.group_help("").options) {
+    if (!option.s.empty()) spellings["-" + option.s] = !option.is_boolean;
+    for (const std::string& name : option.l) spellings["--" + name] = !option.is_boolean;
+  }
+  return spellings;
+}
 
 // argv[1 .. first) are memscript's options, argv[first] the script, the rest its arguments.
-int find_script_index(int argc, char** argv) {
+int find_script_index(const Spellings& ours, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--") return i + 1;
     if (arg.size() < 2 || arg[0] != '-') return i;
-    if (kOptionsWithValue.count(arg)) ++i;
+    const auto option = ours.find(arg);
+    if (option != ours.end() && option->second) ++i;
   }
   return argc;
 }
@@ -62,13 +70,7 @@ int find_script_index(int argc, char** argv) {
 // What follows the script goes to it (arg[1], ...), except memscript's own options: written
 // there by mistake (`memscript x.lua --shard 1/4`) they would silently not apply (every shard's
 // runs run). Those are refused unless a `--` after the script hands everything after it over.
-std::vector<std::string> script_arguments(const cxxopts::Options& options, int first, int argc,
-                                          char** argv) {
-  std::set<std::string> ours;
-  for (const cxxopts::HelpOptionDetails& option : options.group_help("").options) {
-    if (!option.s.empty()) ours.insert("-" + option.s);
-    for (const std::string& name : option.l) ours.insert("--" + name);
-  }
+std::vector<std::string> script_arguments(const Spellings& ours, int first, int argc, char** argv) {
   std::vector<std::string> args;
   for (int i = first; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -241,8 +243,9 @@ memscript::Rerun start_rerun(const cxxopts::ParseResult& parsed, memscript::lua:
 int run(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "slurm")
     return memscript::run_slurm_command(argc - 1, argv + 1, find_stdlib(argv[0]));
-  const int script_index = find_script_index(argc, argv);
   cxxopts::Options options = make_options();
+  const Spellings ours = option_spellings(options);
+  const int script_index = find_script_index(ours, argc, argv);
   cxxopts::ParseResult parsed;
   try {
     parsed = options.parse(script_index, argv);
@@ -306,7 +309,7 @@ int run(int argc, char** argv) {
   if (script_index < argc) {
     script = argv[script_index];
     check_script(script);
-    script_args = script_arguments(options, script_index + 1, argc, argv);
+    script_args = script_arguments(ours, script_index + 1, argc, argv);
   }
   std::optional<memscript::Rerun> rerun;
   if (parsed.count("resume") || parsed.count("replay")) {

@@ -316,16 +316,6 @@ torch::Tensor DecoderImpl::forward_rows(const torch::Tensor& tokens, const torch
   return ops::linear(head_, layer_norm(final_norm_, x)).squeeze(0);
 }
 
-namespace {
-
-std::string show_sizes(const std::vector<int64_t>& sizes, const torch::Tensor& like) {
-  std::string text = "[";
-  for (size_t d = 0; d < sizes.size(); ++d) text += (d ? ", " : "") + std::to_string(sizes[d]);
-  return text + "] " + c10::toString(like.scalar_type());
-}
-
-}  // namespace
-
 void DecoderImpl::check_state(const DecoderState& state, int64_t batch) {
   if (state.layers.empty()) return;
   if (state.layers.size() != blocks_->size()) {

@@ -8,12 +8,15 @@
 
 namespace memscript {
 
-inline std::string show_sizes(const torch::Tensor& tensor) {
-  if (!tensor.defined()) return "no tensor";
+// Sizes a tensor should have, printed with the dtype of `like`.
+inline std::string show_sizes(c10::IntArrayRef sizes, const torch::Tensor& like) {
   std::string text = "[";
-  for (int64_t d = 0; d < tensor.dim(); ++d)
-    text += (d ? ", " : "") + std::to_string(tensor.size(d));
-  return text + "] " + c10::toString(tensor.scalar_type());
+  for (size_t d = 0; d < sizes.size(); ++d) text += (d ? ", " : "") + std::to_string(sizes[d]);
+  return text + "] " + c10::toString(like.scalar_type());
+}
+
+inline std::string show_sizes(const torch::Tensor& tensor) {
+  return tensor.defined() ? show_sizes(tensor.sizes(), tensor) : "no tensor";
 }
 
 }  // namespace memscript
