@@ -17,6 +17,11 @@ local quick = ms.param("quick", false)
 local steps = quick and 10 or ms.param("steps", 4000)
 local batch = quick and 8 or ms.param("batch", 64)
 local large = ms.param("large", false)
+-- Zoology's vocabulary: half of it values, the other half keys and the token that fills the gaps.
+-- Smaller ones (`--set vocab=128`) show how the budget a mixer needs grows with it (README).
+local vocab = ms.param("vocab", 8192)
+assert(math.type(vocab) == "integer" and vocab >= 16 and vocab % 2 == 0,
+       "--set vocab= must be an even integer >= 16, got " .. tostring(vocab))
 
 local sizes = { ["64x4"] = { 64, 4 }, ["128x8"] = { 128, 8 }, ["256x16"] = { 256, 16 },
                 ["512x64"] = { 512, 64 } }
@@ -55,7 +60,8 @@ ms.sweep{
   seeds = quick and { 41 } or { 41, 42, 43 },
   run = function(p)
     local length, pairs = sizes[p.size][1], sizes[p.size][2]
-    local task = ms.task.mqar{ layout = "zoology", keys = 4095, values = 4096, pairs = pairs }
+    local task = ms.task.mqar{ layout = "zoology", keys = vocab // 2 - 1, values = vocab // 2,
+                                  pairs = pairs }
     local layer = layer_of[p.model]
     local model = ms.model.decoder{ layers = { layer, layer }, d_model = p.width, heads = 1,
                                     mlp_ratio = 0, task = task, seed = p.seed }

@@ -164,6 +164,30 @@ TEST_CASE("experiment zoology-mqar run in parts into one folder reports every pa
   CHECK_THAT(table, Contains("| deltanet | 64 | ") && Contains("| mamba | 64 | "));
 }
 
+TEST_CASE("experiment zoology-mqar's --set vocab= splits the vocabulary as Zoology does") {
+  TempDir cwd;
+  const std::string script =
+      std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/zoology-mqar/zoology-mqar.lua";
+  const auto ran = run_process(MEMSCRIPT_BINARY,
+                               {"--quiet", "--threads", "1", "--set", "quick=true", "--set",
+                                "vocab=128", "--out", "out", script},
+                               cwd.path());
+  INFO(ran.out << ran.err);
+  REQUIRE(ran.exit_code == 0);
+  const std::string config =
+      read_file(cwd.path() /
+                "out/zoology-mqar/size=64x4,width=64,model=deltanet,lr=0.001,"
+                "seed=41/config.json");
+  CHECK_THAT(config, Contains("\"keys\": 63") && Contains("\"values\": 64"));
+  for (const char* bad : {"vocab=15", "vocab=8"}) {
+    const auto r = run_process(MEMSCRIPT_BINARY, {"--quiet", "--set", bad, script}, cwd.path());
+    INFO(bad << r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Contains("--set vocab= must be an even integer >= 16, got " +
+                               std::string(bad).substr(6)));
+  }
+}
+
 TEST_CASE("experiment zoology-mqar's plateau.lua draws the committed curves, one chart a size") {
   TempDir cwd;
   const std::string source = std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/zoology-mqar/";
