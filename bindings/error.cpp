@@ -63,6 +63,9 @@ void push_current_exception(lua_State* L) {
     session(L).exit_code = exit.code;
     lua_pushlightuserdata(L, exit_sentinel());
     return;
+  } catch (const RunChecked&) {
+    lua_pushlightuserdata(L, checked_sentinel());
+    return;
   } catch (const c10::Error& error) {
     // libtorch's own words, without its C++ backtrace and source location.
     message = one_line(error.what_without_backtrace());
@@ -98,6 +101,10 @@ void call_lua(lua_State* L, int arguments, int results) {
   if (lua_touserdata(L, -1) == exit_sentinel()) {
     lua_pop(L, 1);
     throw ExitRequest{session(L).exit_code.value_or(0)};
+  }
+  if (lua_touserdata(L, -1) == checked_sentinel()) {
+    lua_pop(L, 1);
+    throw RunChecked{};
   }
   const char* text = lua_tostring(L, -1);
   std::string message = text ? text : "(error object is not a string)";

@@ -112,6 +112,18 @@ int path_exists(lua_State* L) {
   return 1;
 }
 
+// _sweep.check(folder): ms.train compares with the complete run in folder instead of training
+// (Session::checking); _sweep.check(nil) ends that.
+int set_checking(lua_State* L) {
+  Session& current = session(L);
+  if (lua_isnoneornil(L, 1)) {
+    current.checking.reset();
+  } else {
+    current.checking = fs::path(string_at(L, 1, "the run folder"));
+  }
+  return 0;
+}
+
 // _sweep.count(planned, failed): adds to the session's counters (read by `memscript slurm`
 // and by the exit code).
 int count_runs(lua_State* L) {
@@ -261,6 +273,9 @@ void push_sweep_helpers(lua_State* L) {
   set_function(L, "write", protect<write_text>);
   set_function(L, "exists", protect<path_exists>);
   set_function(L, "count", protect<count_runs>);
+  set_function(L, "check", protect<set_checking>);
+  lua_pushlightuserdata(L, checked_sentinel());  // what ms.train raises when a check passed
+  lua_setfield(L, -2, "checked");
   if (settings.shard_count > 0) {
     set_integer(L, "shard_index", settings.shard_index);
     set_integer(L, "shard_count", settings.shard_count);

@@ -265,6 +265,22 @@ void check_run_name_target(Options& options, const Session& current, const std::
   }
 }
 
+// ms.sweep's check of a complete run (Session::checking): this call trains nothing. When it is
+// that run's call, what it would train must be what the folder holds; either way the check
+// stops here.
+[[noreturn]] void check_stored_run(const Session& current, const std::string& name,
+                                   const RunDefinition& run) {
+  const fs::path folder = (current.settings.output_root / name).lexically_normal();
+  if (folder == current.checking->lexically_normal()) {
+    if (const auto difference = run_difference(folder, run)) {
+      throw UserError(folder.string() + " is complete, but not the run this invocation builds (" +
+                      *difference +
+                      "); give another --out, or move the folder away to train it again");
+    }
+  }
+  throw RunChecked{};
+}
+
 bool is_target(const Session& current, const std::string& name) {
   return fs::path(name).lexically_normal() ==
          fs::path(current.settings.target->out).lexically_normal();
@@ -294,6 +310,10 @@ int train_binding(lua_State* L) {
   check_training_fits_in_memory(*model, spec);
   check_spec_fits_task(*task, spec);
 
+  if (current.checking) {
+    check_stored_run(current, name,
+                     {model->config(), task->config(), optimizer->config(), spec.config()});
+  }
   if (current.settings.dry_run) {
     print_train_plan(*model, *task, spec);
     return push_untrained_result(L, spec, "dry_run");

@@ -5,6 +5,7 @@ namespace memscript::lua {
 namespace {
 const char kSessionKey = 0;
 const char kExitSentinel = 0;
+const char kCheckedSentinel = 0;
 }  // namespace
 
 Session& session(lua_State* L) {
@@ -20,5 +21,7 @@ void attach_session(lua_State* L, Session* session) {
 }
 
 void* exit_sentinel() { return const_cast<char*>(&kExitSentinel); }
+
+void* checked_sentinel() { return const_cast<char*>(&kCheckedSentinel); }
 
 }  // namespace memscript::lua

@@ -50,7 +50,10 @@ struct Session {
   long long failed_runs = 0;     // runs of this process's sweeps that failed
   bool target_trained = false;   // the ms.train call of settings.target ran
   bool training = false;         // inside ms.train: its loop, not Lua, stops at --max-seconds
-  ScriptMixers mixers;           // ms.mixer.define
+  // ms.sweep, before it skips a complete run: ms.train compares what it would train with the
+  // run stored in this folder and stops (RunChecked) instead of training.
+  std::optional<std::filesystem::path> checking;
+  ScriptMixers mixers;  // ms.mixer.define
   // Held while the Lua state is open: a script mixer outliving it must not touch the state.
   std::shared_ptr<int> state_open = std::make_shared<int>(0);
 };
@@ -65,5 +68,10 @@ struct ExitRequest {
   int code;
 };
 void* exit_sentinel();
+
+// ms.train under Session::checking found the stored run to be the one it would train; unwound
+// as an error up to ms.sweep's check, which sees checked_sentinel().
+struct RunChecked {};
+void* checked_sentinel();
 
 }  // namespace memscript::lua

@@ -1,5 +1,8 @@
 #include "runtime/run_start.h"
 
+#include <string>
+#include <vector>
+
 #include "runtime/options.h"
 #include "runtime/run_layout.h"
 
@@ -8,9 +11,6 @@ namespace memscript {
 namespace fs = std::filesystem;
 
 namespace {
-
-// The keys of config.json that RunDefinition fills.
-const char* const kRunDefiningKeys[] = {"model", "task", "optimizer", "train"};
 
 void copy_scripts(const RunFolder& folder, const RunOrigin& origin) {
   if (origin.script.empty()) return;
@@ -25,22 +25,59 @@ void copy_scripts(const RunFolder& folder, const RunOrigin& origin) {
   }
 }
 
-void check_same_run(const RunFolder& folder, const nlohmann::json& now) {
-  const fs::path path = folder.path() / run_layout::kConfig;
-  const nlohmann::json stored =
-      nlohmann::json::parse(read_regular_file(path).value_or(""), nullptr, false);
-  if (!stored.is_object()) throw UserError("--resume: cannot read " + path.string());
-  for (const char* key : kRunDefiningKeys) {
-    const nlohmann::json difference =
-        nlohmann::json::diff(stored.value(key, nlohmann::json()), now.at(key));
-    if (difference.empty()) continue;
-    const std::string where = std::string("/") + key + difference[0].value("path", "");
-    throw UserError("--resume: the script no longer builds the run in " + path.string() + " (" +
-                    where + " differs); resume with the script and parameters stored there");
+std::string shown(const nlohmann::json& value) {
+  if (value.is_null()) return "absent";
+  std::string text = value.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+void check_same_run(const RunFolder& folder, const RunDefinition& now) {
+  if (const auto difference = run_difference(folder.path(), now)) {
+    throw UserError("--resume: the script no longer builds the run in " +
+                    (folder.path() / run_layout::kConfig).string() + " (" + *difference +
+                    "); resume with the script and parameters stored there");
   }
 }
 
 }  // namespace
+
+std::optional<std::string> run_difference(const fs::path& folder, const RunDefinition& run) {
+  const fs::path path = folder / run_layout::kConfig;
+  const nlohmann::json stored =
+      nlohmann::json::parse(read_regular_file(path).value_or(""), nullptr, false);
+  if (!stored.is_object()) throw UserError("cannot read " + path.string());
+  const std::pair<const char*, const nlohmann::json*> now[] = {{"model", &run.model},
+                                                               {"task", &run.task},
+                                                               {"optimizer", &run.optimizer},
+                                                               {"train", &run.train}};
+  // Every difference, up to a few: one changed setting often moves others derived from it
+  // (steps and checkpoint_every), and the reader should see the one they changed.
+  constexpr size_t kShown = 3;
+  std::vector<std::string> found;
+  size_t count = 0;
+  for (const auto& [key, value] : now) {
+    const nlohmann::json there = stored.value(key, nlohmann::json());
+    for (const nlohmann::json& change : nlohmann::json::diff(there, *value)) {
+      if (++count > kShown) continue;
+      const nlohmann::json::json_pointer where(change.value("path", ""));
+      const auto at = [&where](const nlohmann::json& config) {
+        return config.contains(where) ? config.at(where) : nlohmann::json();
+      };
+      std::string item = std::string("/") + key + where.to_string();
+      item += ": " + shown(at(there)) + " there, " + shown(at(*value)) + " now";
+      found.push_back(std::move(item));
+    }
+  }
+  if (found.empty()) return std::nullopt;
+  std::string text;
+  for (const std::string& item : found) {
+    if (!text.empty()) text += "; ";
+    text += item;
+  }
+  if (count > kShown) text += "; " + std::to_string(count - kShown) + " more";
+  return text;
+}
 
 nlohmann::json run_config(const RunOrigin& origin, const std::string& out,
                           const RunDefinition& run) {
@@ -80,7 +117,7 @@ StartedRun start_run(const fs::path& root, const std::string& out, const RunTarg
   }
   RunFolder folder = RunFolder::open(path);
   if (target->resume) {
-    check_same_run(folder, config);
+    check_same_run(folder, run);
   } else {
     folder.write(run_layout::kConfig, config.dump(2) + "\n");
     copy_scripts(folder, origin);

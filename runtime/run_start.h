@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,13 @@ struct RunDefinition {
 // config.json: where the run came from and what it is; `out` is its name in the output root.
 nlohmann::json run_config(const RunOrigin& origin, const std::string& out,
                           const RunDefinition& run);
+
+// Where the run stored in `folder` (its config.json) differs from `run` in its run-defining
+// keys: "/train/steps: 4000 there, 16000 now" (the first three, "; " between them, then how
+// many more), or nothing when it is the same run. Throws UserError when config.json cannot be
+// read.
+std::optional<std::string> run_difference(const std::filesystem::path& folder,
+                                          const RunDefinition& run);
 
 struct StartedRun {
   RunFolder folder;

@@ -197,6 +197,19 @@ return function(ms)
 
   local function complete(status) return status ~= nil and status:match("^completed") ~= nil end
 
+  -- A complete run is skipped only when it is the run this invocation would train: spec.run
+  -- runs with ms.train comparing its model, task, optimizer and training settings with the
+  -- folder's config.json and stopping there (helpers.checked). A difference (or any other
+  -- error) stops the sweep: its report would show another run under this run's name. A folder
+  -- without config.json was not made by ms.train, so there is nothing to compare.
+  local function check_complete(spec, run, folder)
+    if not helpers.exists(folder .. "/config.json") then return end
+    helpers.check(folder)
+    local ok, err = pcall(spec.run, run.params)
+    helpers.check(nil)
+    if not ok and err ~= helpers.checked then error(err, 0) end
+  end
+
   local function message_of(err)
     if type(err) == "string" then return err end
     return tostring(err)
@@ -212,11 +225,15 @@ return function(ms)
       if not ok and type(result) == "userdata" then error(result, 0) end
       return ok and "completed" or "failed", ok and result or message_of(result)
     end
-    if complete(status_of(folder)) then return "skipped" end
+    if complete(status_of(folder)) then
+      check_complete(spec, run, folder)
+      return "skipped"
+    end
     local lock = helpers.lock(sweep_folder .. "/.locks/" .. run.name .. ".lock")
     if not lock then return "busy" end
     if complete(status_of(folder)) then -- finished by another process meanwhile
       lock:release()
+      check_complete(spec, run, folder)
       return "skipped"
     end
     if helpers.exists(folder) then

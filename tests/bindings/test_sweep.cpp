@@ -91,6 +91,30 @@ TEST_CASE("ms.sweep skips complete runs and moves an incomplete one aside before
   CHECK(read_file(out / "runs/s/m=a,seed=1/status") == "completed\n");
 }
 
+TEST_CASE("checking a complete run calls its function up to ms.train, which trains nothing") {
+  TempDir out;
+  const Outcome ran = run_in(out, R"lua(
+    local before, after = 0, 0
+    local spec = { name = "c", grid = { m = { "lstm" } }, seeds = { 1 }, run = function(p)
+      before = before + 1
+      local task = ms.task.parity{}
+      local model = ms.model.decoder{ mixer = p.m, layers = 1, d_model = 8, heads = 1,
+                                      task = task, seed = p.seed }
+      local result = ms.train{ model = model, task = task, steps = 2, batch = 2, length = 4,
+                               out = p.out }
+      after = after + 1
+      return result
+    end }
+    ms.sweep(spec)
+    assert(before == 1 and after == 1)
+    local r = ms.sweep(spec)
+    assert(before == 2 and after == 1 and #r.skipped == 1 and #r.completed == 0)
+  )lua");
+  INFO(ran.error);
+  REQUIRE(ran.code == 0);
+  CHECK(read_file(out / "runs/c/m=lstm,seed=1/status") == "completed\n");
+}
+
 TEST_CASE("a failing run does not stop the sweep, and every failure is listed and counted") {
   TempDir out;
   const Outcome ran = run_in(out, R"lua(

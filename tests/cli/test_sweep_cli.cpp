@@ -82,6 +82,26 @@ TEST_CASE(
   CHECK(read_file(cwd / "runs/tiny/report/index.html") == index);
 }
 
+TEST_CASE("a complete run is skipped only when it is the run the invocation would train") {
+  TempDir cwd;
+  REQUIRE(run_cli({"--quiet", "--out", "runs", kTinySweep}, cwd).exit_code == 0);
+  const std::string metrics = read_file(cwd / "runs/tiny/mixer=lstm,seed=1/metrics.jsonl");
+  // How it is run (threads, quiet) is not what the run is: skipped.
+  const auto same = run_cli({"--threads", "1", "--out", "runs", kTinySweep}, cwd);
+  INFO(same.err);
+  CHECK(same.exit_code == 0);
+  CHECK_THAT(same.err, Contains("0 completed, 4 skipped"));
+  // Another budget under the same run names: refused, naming the folder and the key.
+  const auto longer = run_cli({"--out", "runs", "--set", "steps=6", kTinySweep}, cwd);
+  INFO(longer.err);
+  CHECK(longer.exit_code == 1);
+  CHECK_THAT(longer.err, Contains("runs/tiny/mixer=lstm,seed=1 is complete, but not the run this "
+                                  "invocation builds (/train/steps: 4 there, 6 now); give "
+                                  "another --out, or move the folder away to train it again"));
+  CHECK(read_file(cwd / "runs/tiny/mixer=lstm,seed=1/metrics.jsonl") == metrics);
+  CHECK(run_folders(cwd / "runs/tiny") == kTinyRuns);
+}
+
 TEST_CASE("a failing run makes memscript exit 1 after the other runs, naming it") {
   TempDir cwd;
   const auto r = run_cli({"--out", "runs", "--set", "fail_mixer=lstm", kTinySweep}, cwd);

@@ -75,11 +75,37 @@ TEST_CASE("a resume checks that the script builds the stored run, naming what di
   }
   RunDefinition changed = kRun;
   changed.train["steps"] = 20;
-  CHECK_THROWS_WITH(start_run(root.path(), "parity", &resume, origin, changed),
-                    Contains("no longer builds the run") && Contains("/train/steps differs"));
+  CHECK_THROWS_WITH(
+      start_run(root.path(), "parity", &resume, origin, changed),
+      Contains("no longer builds the run") && Contains("(/train/steps: 10 there, 20 now)"));
   const RunTarget gone{"parity", root / "missing", true};
   CHECK_THROWS_WITH(start_run(root.path(), "parity", &gone, origin, kRun),
                     Contains("is not a run folder"));
+}
+
+TEST_CASE("run_difference names the first run-defining key that differs, with both values") {
+  TempDir root, scripts;
+  const RunOrigin origin = origin_with_script(scripts);
+  fs::path folder;
+  {
+    const StartedRun run = start_run(root.path(), "parity", nullptr, origin, kRun);
+    folder = run.folder.path();
+  }
+  CHECK_FALSE(run_difference(folder, kRun).has_value());
+  RunDefinition wider = kRun;
+  wider.model["d_model"] = 64;
+  CHECK(run_difference(folder, wider) ==
+        std::optional<std::string>("/model/d_model: absent there, 64 now"));
+  RunDefinition other_task = kRun;
+  other_task.task["task"] = "dyck";
+  CHECK(run_difference(folder, other_task).value_or("") ==
+        "/task/task: \"parity\" there, \"dyck\" now");
+  RunDefinition many = kRun;
+  many.train = {{"steps", 20}, {"batch", 8}, {"length", 16}, {"seed", 3}};
+  CHECK(run_difference(folder, many).value_or("") ==
+        "/train/steps: 10 there, 20 now; /train/batch: absent there, 8 now; /train/length: "
+        "absent there, 16 now; 1 more");
+  CHECK_THROWS_WITH(run_difference(root / "missing", kRun), Contains("cannot read"));
 }
 
 TEST_CASE("a run folder held by another training is refused") {

@@ -3,11 +3,13 @@
 --   --set fail_mixer=NAME  makes that mixer's runs fail
 --   --set fail_flag=FILE   ... but only while FILE exists (to fail first, then be resubmitted)
 --   --set report=false     no ms.report at the end
+--   --set steps=N          trains N steps (4)
 local parity = ms.task.parity{ ones = { min = 1, max = 3 } }
 local mixers = { "lstm", "qlstm" }
 if ms.param("mixers", 2) == 3 then mixers[3] = "mingru" end
 local fail_mixer = ms.param("fail_mixer", "none")
 local fail_flag = ms.param("fail_flag", "")
+local steps = ms.param("steps", 4)
 
 local function should_fail(mixer)
   if mixer ~= fail_mixer then return false end
@@ -25,7 +27,7 @@ ms.sweep{
     if should_fail(p.mixer) then error("asked to fail: " .. p.mixer) end
     local model = ms.model.decoder{ mixer = p.mixer, layers = 1, d_model = 8, heads = 1,
                                     task = parity, seed = p.seed }
-    return ms.train{ model = model, task = parity, steps = 4, batch = 4, length = 8, seed = p.seed,
+    return ms.train{ model = model, task = parity, steps = steps, batch = 4, length = 8, seed = p.seed,
                      optimizer = ms.optim.adamw{ lr = 1e-3 }, log_every = 1,
                      eval = { lengths = { 8, 12 }, batches = 1, batch = 4, every = 2 }, out = p.out }
   end,
