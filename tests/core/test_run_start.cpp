@@ -37,6 +37,12 @@ RunOrigin origin_with_script(const TempDir& scripts) {
 const RunDefinition kRun{
     {{"mixer", "lstm"}}, {{"task", "parity"}}, {{"lr", 0.001}}, {{"steps", 10}}};
 
+// The folder of kRun, started and its lock released, as a finished run leaves it.
+fs::path stored_run(const TempDir& root, const RunOrigin& origin) {
+  const StartedRun run = start_run(root.path(), "parity", nullptr, origin, kRun);
+  return run.folder.path();
+}
+
 }  // namespace
 
 TEST_CASE("a new run gets its own folder, config.json and copies of the script and modules") {
@@ -62,11 +68,7 @@ TEST_CASE("a new run gets its own folder, config.json and copies of the script a
 TEST_CASE("a resume checks that the script builds the stored run, naming what differs") {
   TempDir root, scripts;
   const RunOrigin origin = origin_with_script(scripts);
-  fs::path folder;
-  {
-    const StartedRun run = start_run(root.path(), "parity", nullptr, origin, kRun);
-    folder = run.folder.path();
-  }  // the lock is released
+  const fs::path folder = stored_run(root, origin);
   const RunTarget resume{"parity", folder, true};
   {
     const StartedRun again = start_run(root.path(), "parity", &resume, origin, kRun);
@@ -83,14 +85,10 @@ TEST_CASE("a resume checks that the script builds the stored run, naming what di
                     Contains("is not a run folder"));
 }
 
-TEST_CASE("run_difference names the first run-defining key that differs, with both values") {
+TEST_CASE("run_difference names the run-defining keys that differ, with both values") {
   TempDir root, scripts;
   const RunOrigin origin = origin_with_script(scripts);
-  fs::path folder;
-  {
-    const StartedRun run = start_run(root.path(), "parity", nullptr, origin, kRun);
-    folder = run.folder.path();
-  }
+  const fs::path folder = stored_run(root, origin);
   CHECK_FALSE(run_difference(folder, kRun).has_value());
   RunDefinition wider = kRun;
   wider.model["d_model"] = 64;
