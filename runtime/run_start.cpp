@@ -1,7 +1,6 @@
 #include "runtime/run_start.h"
 
 #include <string>
-#include <vector>
 
 #include "runtime/options.h"
 #include "runtime/run_layout.h"
@@ -54,7 +53,7 @@ std::optional<std::string> run_difference(const fs::path& folder, const RunDefin
   // Every difference, up to a few: one changed setting often moves others derived from it
   // (steps and checkpoint_every), and the reader should see the one they changed.
   constexpr size_t kShown = 3;
-  std::vector<std::string> found;
+  std::string text;
   size_t count = 0;
   for (const auto& [key, value] : now) {
     const nlohmann::json there = stored.value(key, nlohmann::json());
@@ -64,17 +63,12 @@ std::optional<std::string> run_difference(const fs::path& folder, const RunDefin
       const auto at = [&where](const nlohmann::json& config) {
         return config.contains(where) ? config.at(where) : nlohmann::json();
       };
-      std::string item = std::string("/") + key + where.to_string();
-      item += ": " + shown(at(there)) + " there, " + shown(at(*value)) + " now";
-      found.push_back(std::move(item));
+      if (!text.empty()) text += "; ";
+      text += std::string("/") + key + where.to_string();
+      text += ": " + shown(at(there)) + " there, " + shown(at(*value)) + " now";
     }
   }
-  if (found.empty()) return std::nullopt;
-  std::string text;
-  for (const std::string& item : found) {
-    if (!text.empty()) text += "; ";
-    text += item;
-  }
+  if (count == 0) return std::nullopt;
   if (count > kShown) text += "; " + std::to_string(count - kShown) + " more";
   return text;
 }

@@ -27,8 +27,8 @@ ms.sweep{
     if should_fail(p.mixer) then error("asked to fail: " .. p.mixer) end
     local model = ms.model.decoder{ mixer = p.mixer, layers = 1, d_model = 8, heads = 1,
                                     task = parity, seed = p.seed }
-    return ms.train{ model = model, task = parity, steps = steps, batch = 4, length = 8, seed = p.seed,
-                     optimizer = ms.optim.adamw{ lr = 1e-3 }, log_every = 1,
+    return ms.train{ model = model, task = parity, steps = steps, batch = 4, length = 8,
+                     seed = p.seed, optimizer = ms.optim.adamw{ lr = 1e-3 }, log_every = 1,
                      eval = { lengths = { 8, 12 }, batches = 1, batch = 4, every = 2 }, out = p.out }
   end,
 }
