@@ -204,6 +204,35 @@ TEST_CASE("experiment zoology-mqar's plateau.lua draws the committed curves, one
              Contains(">width 128, lr 0.00046</text>") && Contains(">step</text>"));
 }
 
+TEST_CASE("experiment zoology-mqar's plateau-16x4.lua runs in its quick variant, with escape.md") {
+  TempDir cwd;
+  run_quick({"zoology-mqar", 1, "plateau-16x4.lua", "plateau-16x4"}, cwd);
+  const fs::path report = cwd.path() / "out/plateau-16x4/report";
+  CHECK_THAT(read_file(report / "escape.md"), Contains("| heads 4, lr 0.0003 | 1 | "));
+  CHECK_THAT(read_file(report / "escape.svg"), Contains(">heads 4, lr 0.0003</text>"));
+}
+
+TEST_CASE("experiment zoology-mqar's plateau-16x4.lua reads the first step past 0.5 and 0.9") {
+  // A completed run folder without config.json is reported from its files unchecked, so its
+  // evaluation curve can be chosen: 0.27 at step 50, 0.62 at 100, 0.95 at 150.
+  TempDir cwd;
+  const std::string run = "out/plateau-16x4/heads=4,lr=0.0003,seed=41/";
+  cwd.write(run + "status", "completed\n");
+  cwd.write(run + "eval.csv",
+            "step,length,accuracy,sequence_accuracy,precision,recall,loss,scored,sequences,"
+            "scaled_accuracy\n50,16,0.270000,0,0,0,1.4,512,128,0.26\n"
+            "100,16,0.620000,0,0,0,1.0,512,128,0.61\n150,16,0.950000,0,0,0,0.2,512,128,0.95\n");
+  const auto r = run_process(
+      MEMSCRIPT_BINARY,
+      {"--quiet", "--set", "quick=true", "--out", "out",
+       std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/zoology-mqar/plateau-16x4.lua"},
+      cwd.path());
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(read_file(cwd.path() / "out/plateau-16x4/report/escape.md"),
+             Contains("| heads 4, lr 0.0003 | 1 | 100 | 150 | 0.950 | 0.950 |"));
+}
+
 TEST_CASE("experiment mad runs end to end in its quick variant, with the paper's MAD table") {
   TempDir cwd;
   run_quick({"mad", 10}, cwd);
