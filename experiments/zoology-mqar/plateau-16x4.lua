@@ -83,7 +83,8 @@ end
 local rows = {
   "gpt (preset small) on MQAR, length 16, 4 pairs, 64 keys: held-out query accuracy " ..
   "(128 sequences) every " .. every .. " steps; the first step at or above 0.5 and 0.9 for " ..
-  "each seed, and the accuracy after step " .. steps .. " over seeds (mean [95% t], best).",
+  "each seed, and the accuracy after step " .. steps .. " over seeds (mean [95% t, clipped " ..
+  "to [0, 1]], best).",
   "",
   "| setting | seeds | first ≥ 0.5 | first ≥ 0.9 | final: mean [95%] | best |",
   "| --- | --- | --- | --- | --- | --- |",
@@ -97,7 +98,8 @@ for _, key in ipairs(order) do
     finals[#finals + 1] = run.points[#run.points].accuracy
   end
   local final = ms.seed_stats{ values = finals }
-  local interval = final.low and string.format(" [%.3f, %.3f]", final.low, final.high) or ""
+  local interval = final.low and string.format(" [%.3f, %.3f]", math.max(0, final.low),
+                                               math.min(1, final.high)) or ""
   rows[#rows + 1] = string.format("| %s | %d | %s | %s | %.3f%s | %.3f |", key, #runs,
                                   table.concat(half, ", "), table.concat(most, ", "),
                                   final.mean, interval, final.max)
@@ -113,7 +115,8 @@ for _, key in ipairs(order) do
     if #values == #runs then
       local stats = ms.seed_stats{ values = values }
       x[#x + 1], y[#y + 1] = point.step, stats.mean
-      low[#low + 1], high[#high + 1] = stats.low or stats.mean, stats.high or stats.mean
+      low[#low + 1] = math.max(0, stats.low or stats.mean)
+      high[#high + 1] = math.min(1, stats.high or stats.mean)
     end
   end
   lines[#lines + 1] = { label = key, x = x, y = y, low = low, high = high }
