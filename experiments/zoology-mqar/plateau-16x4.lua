@@ -1,4 +1,4 @@
--- The plateau of issue 23 on the CPU: a plain GPT on memscript's MQAR at (length, pairs) =
+-- A plain GPT's plateau on MQAR, on the CPU: memscript's MQAR at (length, pairs) =
 -- (16, 4) with 64 keys and 64 values, experiments/mqar-pairs's model and optimizer (preset
 -- small: d_model 64, 4 heads, 2 layers, learned positions; Adam betas (0.9, 0.95), constant
 -- lr, batch 32). At lr 1e-3 it answers "some value that appeared" (accuracy about 0.27, loss
