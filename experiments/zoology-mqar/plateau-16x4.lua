@@ -9,7 +9,8 @@
 -- 0.9 for each seed, and the final accuracy over seeds) and escape.svg (the curves).
 --
 --   build/memscript --threads 1 experiments/zoology-mqar/plateau-16x4.lua          # 12 runs
---   build/memscript --threads 1 --set heads=1 experiments/zoology-mqar/plateau-16x4.lua
+--   build/memscript --threads 1 --set heads=4,1 experiments/zoology-mqar/plateau-16x4.lua
+--     (adds one head; escape.md lists the heads it is given, so name both)
 --   build/memscript --set quick=true experiments/zoology-mqar/plateau-16x4.lua     # ~5 s
 local quick = ms.param("quick", false)
 local steps = quick and 100 or ms.param("steps", 10000)
