@@ -235,11 +235,7 @@ end
 -- A completed run's mad_test.csv; `score` is what MAD reports: the test accuracy (macro over
 -- classes, as torchmetrics' MulticlassAccuracy: memscript's recall) of the lowest-loss check.
 local function read_result(out)
-  local status = io.open(ms.out .. "/" .. out .. "/status")
-  if not status then return nil end
-  local completed = (status:read("l") or ""):match("^completed")
-  status:close()
-  local file = completed and io.open(result_file(out))
+  local file = ms.run_completed(out) and io.open(result_file(out))
   if not file then return nil end
   file:read("l")
   local r, i = {}, 0

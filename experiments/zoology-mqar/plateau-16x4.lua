@@ -61,19 +61,10 @@ local function first_step(points, threshold)
   return "never"
 end
 
--- A run folder whose status says completed (this process's runs, or another shard's).
-local function completed(run)
-  local file = io.open(ms.out .. "/" .. run.out .. "/status")
-  if not file then return false end
-  local status = file:read("l") or ""
-  file:close()
-  return status:find("^completed") ~= nil
-end
-
 -- Runs grouped by (heads, lr) in grid order, completed runs only.
 local groups, order = {}, {}
 for _, run in ipairs(sweep.runs) do
-  local points = completed(run) and curve(run)
+  local points = ms.run_completed(run) and curve(run)
   if points and #points > 0 then
     local key = "heads " .. run.params.heads .. ", lr " .. run.params.lr
     if not groups[key] then groups[key], order[#order + 1] = {}, key end

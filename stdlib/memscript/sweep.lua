@@ -197,6 +197,17 @@ return function(ms)
 
   local function complete(status) return status ~= nil and status:match("^completed") ~= nil end
 
+  --- ms.run_completed(run) -> boolean: whether the run's folder (a sweep's run, or its folder
+  --- name under --out) says completed now; another shard's run may have finished since ms.sweep
+  --- returned, so scripts that read every shard's results ask this, not run.state.
+  function ms.run_completed(run)
+    local out = type(run) == "table" and run.out or run
+    if type(out) ~= "string" then
+      error("ms.run_completed: expects a run of ms.sweep or a run folder name, got a " .. type(run), 2)
+    end
+    return complete(status_of(ms.out .. "/" .. out))
+  end
+
   -- A complete run is skipped only when it is the run this invocation would train: spec.run
   -- runs with ms.train comparing its model, task, optimizer and training settings with the
   -- folder's config.json and stopping there (helpers.checked). A difference (or any other

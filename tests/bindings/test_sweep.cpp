@@ -132,6 +132,29 @@ TEST_CASE("a failing run does not stop the sweep, and every failure is listed an
   CHECK(ran.failed_runs == 2);
 }
 
+TEST_CASE("ms.run_completed reads a run's status now, by its run or its folder name") {
+  TempDir out;
+  const Outcome ran = run_in(out, R"lua(
+    local r = ms.sweep{ name = "s", grid = { m = { "a", "b", "c" } }, seeds = { 1 },
+      run = function(p)
+        if p.m == "b" then error("broken") end
+        finish(p, p.m == "c" and "interrupted" or nil)
+      end }
+    assert(ms.run_completed(r.runs[1]) == true)
+    assert(ms.run_completed(r.runs[2]) == false)  -- failed: no status
+    assert(ms.run_completed(r.runs[3]) == false)  -- a status that is not completed
+    assert(ms.run_completed("s/m=a,seed=1") == true)
+    assert(ms.run_completed("s/none") == false)
+    -- another process finishing a run afterwards is seen
+    ms._sweep.write(ms.out .. "/s/m=b,seed=1/status", "completed\n")
+    assert(ms.run_completed(r.runs[2]) == true)
+    local ok, err = pcall(ms.run_completed, 3)
+    assert(not ok and err:find("ms.run_completed: expects a run of ms.sweep or a run folder name, got a number"), err)
+  )lua");
+  INFO(ran.error);
+  REQUIRE(ran.code == 0);
+}
+
 TEST_CASE("shards split a script's runs: disjoint, covering, and the last one writes the report") {
   TempDir out;
   const std::string sweep = R"lua(
