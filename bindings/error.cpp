@@ -8,6 +8,7 @@
 #include <new>
 
 #include "bindings/session.h"
+#include "runtime/stop_signal.h"
 
 namespace memscript::lua {
 
@@ -121,6 +122,12 @@ int traceback_handler(lua_State* L) {
     } else {
       message = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
     }
+  }
+  // A deadline the user set ends the script where it was: its one line says where, a
+  // traceback would read as a fault.
+  if (is_deadline_error(message)) {
+    lua_pushstring(L, message);
+    return 1;
   }
   luaL_traceback(L, L, message, 1);
   return 1;

@@ -121,21 +121,29 @@ bool must_end(lua_State* L) {
   return current.exit_code.has_value() || (!current.training && past_deadline());
 }
 
-// Raises what ends the script: the exit request, or the deadline's error.
-int raise_end(lua_State* L) {
+// Raises what ends the script: the exit request, or the deadline's error at the Lua function
+// `level` up (0 in a hook: the function running; 1 in a C function: its caller).
+int raise_end(lua_State* L, int level) {
   if (session(L).exit_code) {
     lua_pushlightuserdata(L, exit_sentinel());
     return lua_error(L);
   }
-  luaL_where(L, 1);
+  luaL_where(L, level);
   lua_pushstring(L, deadline_message());
   lua_concat(L, 2);
   return lua_error(L);
 }
 
+// When the protected call itself failed with the deadline's error (ms.train's says where its
+// checkpoint is and how to resume), that error goes on rather than a new one that says less.
 int after_protected_call(lua_State* L, int, lua_KContext) {
-  if (must_end(L)) return raise_end(L);
-  return lua_gettop(L);
+  if (!must_end(L)) return lua_gettop(L);
+  if (!session(L).exit_code && lua_gettop(L) >= 2 && !lua_toboolean(L, 1) &&
+      lua_type(L, 2) == LUA_TSTRING && is_deadline_error(lua_tostring(L, 2))) {
+    lua_settop(L, 2);
+    return lua_error(L);
+  }
+  return raise_end(L, 1);
 }
 
 // pcall, xpcall, coroutine.resume and coroutine.close as they are, except that they cannot
@@ -149,7 +157,7 @@ int unstoppable(lua_State* L) {
 }
 
 void check_end(lua_State* L, lua_Debug*) {
-  if (must_end(L)) raise_end(L);
+  if (must_end(L)) raise_end(L, 0);
 }
 
 // load and loadfile call a reader function inside a protected call of their own: they are

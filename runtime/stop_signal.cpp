@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 namespace memscript {
@@ -53,6 +54,10 @@ void start_deadline_watchdog() {
 bool past_deadline() { return Clock::now() >= deadline; }
 
 const char* deadline_message() { return deadline_text; }
+
+bool is_deadline_error(const char* text) {
+  return text && past_deadline() && std::strstr(text, deadline_text) != nullptr;
+}
 
 StopSignals::StopSignals() {
   received_signal.store(0);

@@ -28,6 +28,9 @@ bool past_deadline();
 // "the script ran past --max-seconds 60", for errors (a static buffer: no allocation, so a Lua
 // hook may use it).
 const char* deadline_message();
+// True when the deadline has passed and `text` is the error it raised: the end of a script
+// whose time ran out, not a fault in it.
+bool is_deadline_error(const char* text);
 // The last resort: a thread that ends the process (exit 1, with a message) when the script has
 // not stopped a grace period (a quarter of the limit, at least 5 s) after the deadline, where
 // nothing could interrupt it (a finalizer's endless loop, a training callback's). Call once,

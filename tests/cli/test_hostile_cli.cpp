@@ -301,7 +301,8 @@ TEST_CASE("the --max-seconds limit ends a script cleanly wherever it is") {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Contains("the script ran past --max-seconds 0.5"));
+    CHECK_THAT(r.err, Contains("loop.lua:1: the script ran past --max-seconds 0.5"));
+    CHECK(lines(r.err) == 1);  // a limit the user set, not a fault: no traceback
     CHECK(seconds < 30);
   }
   // Training stops after a step with its checkpoint written: the run can be resumed.
@@ -313,6 +314,24 @@ TEST_CASE("the --max-seconds limit ends a script cleanly wherever it is") {
   CHECK_THAT(trained.err, Contains("the script ran past --max-seconds 1 after step"));
   CHECK(read_file(cwd / "runs/train/status") == "interrupted\n");
   CHECK(fs::is_regular_file(cwd / "runs/train/checkpoint.pt"));
+  CHECK(lines(trained.err) == 1);
+  // Inside a sweep (its pcall around each run) the training's own message, with the folder to
+  // resume, is the one that ends the script.
+  cwd.write("sweep.lua",
+            "ms.sweep{ name = 'sw', grid = { k = { 1 } }, run = function(p)\n"
+            "  local parity = ms.task.parity{ ones = { min = 1, max = 6 } }\n"
+            "  local model = ms.model.decoder{ mixer = 'lstm', layers = 1, d_model = 8, task = "
+            "parity }\n"
+            "  return ms.train{ model = model, task = parity, steps = 100000, batch = 8, length = "
+            "8, eval = { lengths = { 12 }, batches = 1, batch = 8 }, checkpoint_every = 100000, "
+            "out = 'k' .. p.k }\n"
+            "end }\n");
+  const ProcessResult swept = run_cli(
+      {"--quiet", "--threads", "1", "--max-seconds", "1", "--out", "runs", "sweep.lua"}, cwd);
+  CHECK(swept.exit_code == 1);
+  CHECK_THAT(swept.err, Contains("sweep.lua:4: the script ran past --max-seconds 1 after step") &&
+                            Contains("continue with: memscript --resume runs/k1"));
+  CHECK(lines(swept.err) == 1);
   // Under --unsafe the deadline holds as well.
   cwd.write("pcalls.lua", "while true do pcall(function() while true do end end) end\n");
   const ProcessResult unsafe = run_cli({"--unsafe", "--max-seconds", "0.5", "pcalls.lua"}, cwd);
