@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <set>
@@ -92,32 +93,107 @@ std::string group_label(const RunData& run, const Layout& layout) {
   return label;
 }
 
-// Orders labels as the grid lists them, then the rest by name.
-std::vector<std::string> ordered(const std::vector<std::string>& found,
-                                 const std::vector<std::string>& grid_order) {
-  std::vector<std::string> result;
-  for (const std::string& value : grid_order)
-    if (std::count(found.begin(), found.end(), value) &&
-        !std::count(result.begin(), result.end(), value))
-      result.push_back(value);
-  std::vector<std::string> rest;
-  for (const std::string& value : found)
-    if (!std::count(result.begin(), result.end(), value) &&
-        !std::count(rest.begin(), rest.end(), value))
-      rest.push_back(value);
-  std::sort(rest.begin(), rest.end());
-  result.insert(result.end(), rest.begin(), rest.end());
-  return result;
+// --- the order of rows, lines and panels ---------------------------------------------------
+//
+// A report is often regenerated from part of a grid (`--set models=deltanet` into a folder that
+// holds the other models' runs), and its rows must not move with the part that ran last: each
+// key's values are shown in the grid's order only when the invoking grid lists every value in
+// the folder (a whole sweep keeps the script's order), else numbers by value, then other text
+// in natural order (digit runs by value: 64x4 < 128x8).
+
+bool parse_number(const std::string& text, double& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  value = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && std::isfinite(value);
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Text compared token by token, a run of digits as one token ordered by its value; ties by
+// the text itself, so that the order is strict and total.
+bool natural_less(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (!is_digit(a[i]) || !is_digit(b[j])) {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i, ++j;
+      continue;
+    }
+    size_t end_a = i, end_b = j;
+    while (end_a < a.size() && is_digit(a[end_a])) ++end_a;
+    while (end_b < b.size() && is_digit(b[end_b])) ++end_b;
+    while (i + 1 < end_a && a[i] == '0') ++i;  // leading zeros do not count
+    while (j + 1 < end_b && b[j] == '0') ++j;
+    if (end_a - i != end_b - j) return end_a - i < end_b - j;
+    const int digits = a.compare(i, end_a - i, b, j, end_b - j);
+    if (digits != 0) return digits < 0;
+    i = end_a, j = end_b;
+  }
+  if (a.size() - i != b.size() - j) return a.size() - i < b.size() - j;
+  return a < b;
+}
+
+// Numbers first, by value; then the rest in natural order.
+bool value_less(const std::string& a, const std::string& b) {
+  double x = 0, y = 0;
+  const bool a_number = parse_number(a, x), b_number = parse_number(b, y);
+  if (a_number != b_number) return a_number;
+  if (a_number && x != y) return x < y;
+  return natural_less(a, b);
+}
+
+// The values `key` takes over the folder's runs, in the order the report shows them.
+std::vector<std::string> value_order(const SweepData& sweep, const std::string& key) {
+  std::vector<std::string> found;
+  for (const RunData& run : sweep.runs) {
+    const std::string value = label_of(run, key);
+    if (!std::count(found.begin(), found.end(), value)) found.push_back(value);
+  }
+  const auto grid = sweep.values.find(key);
+  const bool grid_lists_all =
+      grid != sweep.values.end() && std::all_of(found.begin(), found.end(), [&](auto& value) {
+        return std::count(grid->second.begin(), grid->second.end(), value) > 0;
+      });
+  if (grid_lists_all) {
+    std::vector<std::string> result;
+    for (const std::string& value : grid->second)
+      if (std::count(found.begin(), found.end(), value) &&
+          !std::count(result.begin(), result.end(), value))
+        result.push_back(value);
+    return result;
+  }
+  std::sort(found.begin(), found.end(), value_less);
+  return found;
+}
+
+// The runs ordered by every key (in the sweep's key order, then the seed), each by
+// value_order; the folder's name breaks ties. Groups and rows then follow the runs.
+void sort_runs(SweepData& sweep) {
+  std::vector<std::string> keys = all_keys(sweep);
+  keys.push_back("seed");
+  std::map<std::string, std::map<std::string, size_t>> rank;
+  for (const std::string& key : keys) {
+    const std::vector<std::string> order = value_order(sweep, key);
+    for (size_t i = 0; i < order.size(); ++i) rank[key][order[i]] = i;
+  }
+  std::stable_sort(sweep.runs.begin(), sweep.runs.end(), [&](const RunData& a, const RunData& b) {
+    for (const std::string& key : keys) {
+      const size_t x = rank[key][label_of(a, key)], y = rank[key][label_of(b, key)];
+      if (x != y) return x < y;
+    }
+    return a.name < b.name;
+  });
 }
 
 std::vector<std::string> line_labels(const SweepData& sweep, const Layout& layout) {
-  std::vector<std::string> found;
-  for (const RunData& run : sweep.runs) found.push_back(line_label(run, layout));
-  const auto grid = sweep.values.find(layout.line_key);
-  return ordered(found, grid == sweep.values.end() ? std::vector<std::string>{} : grid->second);
+  if (!layout.line_key.empty()) return value_order(sweep, layout.line_key);
+  std::vector<std::string> names;  // one line per run, in the runs' order
+  for (const RunData& run : sweep.runs) names.push_back(run.name);
+  return names;
 }
 
-// Groups in the order of their first run (the manifest runs the grid in order).
+// Groups in the order of their first run (the runs are sorted by every key).
 std::vector<std::string> group_labels(const SweepData& sweep, const Layout& layout) {
   std::vector<std::string> groups;
   for (const RunData& run : sweep.runs) {
@@ -798,6 +874,7 @@ class ReportWriter {
 
 ReportSummary write_report(const ReportOptions& options) {
   SweepData sweep = read_sweep(options.sweep_folder);
+  sort_runs(sweep);
   ReportWriter writer(options, std::move(sweep));
   return writer.write();
 }

@@ -491,3 +491,83 @@ TEST_CASE("runs of an earlier grid of the sweep keep the labels their names give
   CHECK_THAT(md, Contains("| 16 | gpt | 20–30 | 2 |"));
   CHECK_THAT(md, Contains("| - | lstm |"));
 }
+
+namespace {
+
+// A manifest that lists `listed` alone, its grid being the values those runs take: the way a
+// sweep run with part of its grid (`--set mixers=gpt`) writes it into a folder holding more.
+std::string partial_manifest(const std::vector<FakeRun>& listed) {
+  std::vector<std::string> mixers, lengths;
+  for (const FakeRun& run : listed) {
+    if (!std::count(mixers.begin(), mixers.end(), run.mixer)) mixers.push_back(run.mixer);
+    if (!std::count(lengths.begin(), lengths.end(), run.train_length))
+      lengths.push_back(run.train_length);
+  }
+  const auto list = [](const std::vector<std::string>& values) {
+    std::string text;
+    for (const std::string& value : values) text += (text.empty() ? "\"" : ",\"") + value + "\"";
+    return "[" + text + "]";
+  };
+  std::string entries;
+  for (const FakeRun& run : listed)
+    entries += std::string(entries.empty() ? "" : ",") + "{\"name\":\"" + fake_run_name(run) +
+               "\",\"labels\":{\"mixer\":\"" + run.mixer + "\",\"train_length\":\"" +
+               run.train_length + "\",\"seed\":\"" + std::to_string(run.seed) + "\"}}";
+  return "{\"sweep\":\"s\",\"script\":\"exp.lua\",\"keys\":[\"mixer\",\"train_length\"],"
+         "\"values\":{\"mixer\":" +
+         list(mixers) + ",\"train_length\":" + list(lengths) + "},\"runs\":[" + entries + "]}\n";
+}
+
+// The data rows of the report's table that starts with `header`, in order.
+std::vector<std::string> table_rows(const std::string& md, const std::string& header) {
+  std::vector<std::string> rows;
+  size_t at = md.find(header);
+  if (at == std::string::npos) return rows;
+  at = md.find('\n', md.find('\n', at) + 1) + 1;  // past the header and its rule
+  while (at < md.size() && md[at] == '|') {
+    const size_t end = md.find('\n', at);
+    rows.push_back(md.substr(at, end - at));
+    at = end + 1;
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("a report orders its rows by value, whichever part of the grid ran last") {
+  // Sizes as Zoology's script names them and learning rates as numbers: by name, "128x8" would
+  // come before "64x4" and "0.01" before "0.0022".
+  std::vector<FakeRun> runs;
+  for (const char* mixer : {"qlstm", "gpt"})
+    for (const char* length : {"256x16", "64x4", "128x8", "0.01", "0.0022", "1e-4"})
+      for (int seed : {1, 2}) runs.push_back({mixer, length, seed, "completed", 0.9});
+  TempDir root;
+  for (const FakeRun& run : runs) write_fake_run(root, "s", run);
+  const auto report_listing = [&](const std::vector<FakeRun>& listed) {
+    root.write("s/sweep.json", partial_manifest(listed));
+    report_of(root);
+    return read_file(root / "s/report/report.md");
+  };
+  // Two parts of the grid, each listing some of the values of both keys.
+  const std::vector<FakeRun> gpt_at_64x4(runs.begin() + 14, runs.begin() + 16);
+  std::vector<FakeRun> qlstm_two_sizes(runs.begin(), runs.begin() + 2);
+  qlstm_two_sizes.insert(qlstm_two_sizes.end(), runs.begin() + 10, runs.begin() + 12);
+  const std::string after_gpt = report_listing(gpt_at_64x4);
+  const std::string after_qlstm = report_listing(qlstm_two_sizes);
+  const std::vector<std::string> rows = table_rows(after_gpt, "| train_length | mixer | 24 |");
+  REQUIRE(rows.size() == 12);
+  const std::vector<std::string> lengths = {"1e-4", "0.0022", "0.01", "64x4", "128x8", "256x16"};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    INFO(rows[i]);
+    CHECK(rows[i].rfind("| " + lengths[i / 2] + " | " + (i % 2 ? "qlstm" : "gpt") + " |", 0) == 0);
+  }
+  CHECK(after_qlstm == after_gpt);
+
+  // A grid that lists every value in the folder keeps the script's order of them.
+  const std::string whole = report_listing(runs);
+  const std::vector<std::string> in_grid_order = table_rows(whole, "| train_length | mixer | 24 |");
+  REQUIRE(in_grid_order.size() == 12);
+  CHECK(in_grid_order[0].rfind("| 256x16 | qlstm |", 0) == 0);
+  CHECK(in_grid_order[1].rfind("| 256x16 | gpt |", 0) == 0);
+  CHECK(in_grid_order[11].rfind("| 1e-4 | gpt |", 0) == 0);
+}
