@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -342,6 +343,72 @@ inline void sum_lanes(const Lanes<T>* __restrict acc, int64_t count, T* __restri
   for (; j < count; ++j) {
     T s = acc[j][0];
     for (int64_t r = 1; r < kTileRows; ++r) s += acc[j][r];
+    sum[j] = s;
+  }
+}
+
+namespace row_tile_detail {
+
+// may_alias: read in place from a tile's numbers (a copy through memcpy went through the stack
+// in halves, and a vector read back from two half-size stores waits for them to reach the
+// cache).
+typedef float Float8 __attribute__((vector_size(32), __may_alias__));
+
+// out[r][c] = in[c][r] for an 8 x 8 block of floats, in registers (on AVX: unpacks, in-lane
+// shuffles, then swaps of 128-bit halves).
+inline void transpose8(const Float8* in, Float8* out) {
+  Float8 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = __builtin_shufflevector(in[2 * i], in[2 * i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[2 * i + 1] = __builtin_shufflevector(in[2 * i], in[2 * i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int odd = 0; odd < 2; ++odd) {
+      const Float8 a = t[4 * i + odd], b = t[4 * i + odd + 2];
+      u[4 * i + 2 * odd] = __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13);
+      u[4 * i + 2 * odd + 1] = __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    out[r] = __builtin_shufflevector(u[r], u[r + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    out[r + 4] = __builtin_shufflevector(u[r], u[r + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
+}  // namespace row_tile_detail
+
+// sum[j] += terms[j][0], then += terms[j][1], … up to lane count − 1, for j < width: a sum over
+// rows kept in row order when the rows went through a tile's lanes. Each column's additions are
+// scalar ones in lane order; for float, eight columns at a time are transposed in registers so
+// that the eight additions of one lane are one vector addition.
+template <typename T>
+inline void add_lanes_in_order(const Lanes<T>* __restrict terms, int64_t width, int64_t count,
+                               T* __restrict sum) {
+  int64_t whole = 0;  // columns done eight at a time (a separate bound: GCC then sees the tail)
+  if constexpr (std::is_same_v<T, float>) {
+    using row_tile_detail::Float8;
+    static_assert(kTileRows == 16);
+    const float* numbers = tile_numbers<float>(terms);  // [width][kTileRows]
+    whole = width / 8 * 8;
+    for (int64_t j = 0; j < whole; j += 8) {
+      Float8 rows[kTileRows];
+      for (int64_t half = 0; half < 2; ++half) {
+        Float8 columns[8];
+        // 32-byte aligned: a tile is aligned as Lanes<float> (64 bytes), its columns 64 apart.
+        for (int64_t c = 0; c < 8; ++c) {
+          columns[c] = *reinterpret_cast<const Float8*>(numbers + (j + c) * kTileRows + half * 8);
+        }
+        row_tile_detail::transpose8(columns, rows + half * 8);
+      }
+      Float8 total;
+      std::memcpy(&total, sum + j, sizeof total);
+      for (int64_t r = 0; r < count; ++r) total += rows[r];
+      std::memcpy(sum + j, &total, sizeof total);
+    }
+  }
+  for (int64_t j = whole; j < width; ++j) {
+    T s = sum[j];
+    for (int64_t r = 0; r < count; ++r) s += terms[j][r];
     sum[j] = s;
   }
 }

@@ -12,13 +12,14 @@
 // S is [dv, dk] (values x keys); α = 1 when no decay is given. α is one number per head and
 // token, or with `key_decay` one per key column (gated linear attention's gate, HGRN2's forget
 // gate): the decayed state is then S_{t-1} diag(α_t), and each row decays as s_j ← α_j s_j. Each
-// step is written once, for a number type N: one number (CUDA, and the CPU for large states) or a
-// vector of lanes, one head per lane (the CPU for small states), so every path evaluates the same
-// expressions in the same order. Written row by row, row i of S only ever sees v_t[i]: s_i ← α s_i
-// + β (v_i − α s_i·k) k. So the forward runs one row per thread. The backward sums over rows into
-// the gradients of q, k, β and α; to keep those sums in one fixed order (bit-identical whatever the
-// thread count) the CPU runs one head per thread, rows in order, and the CUDA kernel one head per
-// block, each sum added in row order by one thread.
+// step is written once, for a number type N: one number (CUDA) or a vector of lanes on the CPU,
+// one head per lane (small states) or one row of a head per lane (large states), so every path
+// evaluates the same expressions in the same order. Written row by row, row i of S only ever sees
+// v_t[i]: s_i ← α s_i + β (v_i − α s_i·k) k. So the forward runs one row per thread (CUDA) or per
+// lane. The backward sums over rows into the gradients of q, k, β and α; to keep those sums in one
+// fixed order (bit-identical whatever the thread count) the CPU runs one head per thread and adds
+// the rows in order, and the CUDA kernel one head per block, each sum added in row order by one
+// thread.
 //
 // Memory. The backward needs S_{t-1} and S_t at every step. Storing all of them costs
 // L·dv·dk per head (L = 16384, d = 16: 16 MiB per head in float). Inverting the step instead
@@ -341,9 +342,9 @@ inline int64_t delta_rule_blocks(int64_t threads) {
 }
 
 // CPU: heads [begin, end) of shape.head_count(); the caller splits the range across its thread
-// pool. Heads with small states (the study's 4 x 4) step together, one per vector lane; each
-// lane evaluates the bodies above in the same order, so the bits are those of one head at a
-// time (and of the CUDA kernels).
+// pool. Heads with small states (the study's 4 x 4) step together, one per vector lane; a large
+// state's rows step sixteen at a time, one per lane. Each lane evaluates the bodies above in the
+// same order, so the bits are those of one head (or row) at a time, and of the CUDA kernels.
 void delta_rule_forward_cpu(const DeltaRuleForward<float>& p, int64_t begin, int64_t end);
 void delta_rule_forward_cpu(const DeltaRuleForward<double>& p, int64_t begin, int64_t end);
 void delta_rule_backward_cpu(const DeltaRuleBackward<float>& p, int64_t begin, int64_t end);

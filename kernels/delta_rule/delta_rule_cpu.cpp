@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <type_traits>
 
@@ -296,6 +297,267 @@ void backward_group(const DeltaRuleBackward<T>& p, const HeadGroup& group) {
   if (p.grad_state_in) scatter(ds, matrix, group, lane_rows(p.grad_state_in, matrix, group));
 }
 
+// A column of kTileRows lanes as the machine's own vectors, for the row groups' arithmetic. GCC
+// keeps a generic vector wider than the registers (Lanes<float> is 16 floats, two AVX2 registers)
+// in memory and copies it through general registers around every operation; as an array of
+// register-wide vectors it stays in registers. Each lane's arithmetic is the same: the same bits.
+#if defined(__AVX512F__)
+constexpr int64_t kRegisterBytes = 64;
+#elif defined(__AVX__)
+constexpr int64_t kRegisterBytes = 32;
+#else
+constexpr int64_t kRegisterBytes = 16;
+#endif
+
+template <typename T>
+struct __attribute__((__may_alias__)) SplitLanes {
+  static constexpr int64_t kParts = kTileRows * int64_t(sizeof(T)) / kRegisterBytes;
+  typedef T Part __attribute__((vector_size(kRegisterBytes), __may_alias__));
+  Part part[kParts];
+
+  static SplitLanes all(T x) {
+    SplitLanes v;
+    for (int64_t i = 0; i < kParts; ++i) v.part[i] = Part{} + x;
+    return v;
+  }
+  static SplitLanes of(const Lanes<T>& x) {
+    SplitLanes v;
+    std::memcpy(&v, &x, sizeof v);
+    return v;
+  }
+  Lanes<T> lanes() const {
+    Lanes<T> x;
+    std::memcpy(&x, this, sizeof x);
+    return x;
+  }
+  SplitLanes& operator+=(const SplitLanes& b) {
+    for (int64_t i = 0; i < kParts; ++i) part[i] += b.part[i];
+    return *this;
+  }
+  SplitLanes& operator-=(const SplitLanes& b) {
+    for (int64_t i = 0; i < kParts; ++i) part[i] -= b.part[i];
+    return *this;
+  }
+  SplitLanes& operator*=(const SplitLanes& b) {
+    for (int64_t i = 0; i < kParts; ++i) part[i] *= b.part[i];
+    return *this;
+  }
+  friend SplitLanes operator+(SplitLanes a, const SplitLanes& b) { return a += b; }
+  friend SplitLanes operator-(SplitLanes a, const SplitLanes& b) { return a -= b; }
+  friend SplitLanes operator*(SplitLanes a, const SplitLanes& b) { return a *= b; }
+};
+static_assert(sizeof(SplitLanes<float>) == sizeof(Lanes<float>));
+static_assert(sizeof(SplitLanes<double>) == sizeof(Lanes<double>));
+
+// Large states, one head at a time, its rows kTileRows at a time: one row per lane (a row group,
+// kept as dk columns), each group through the whole sequence before the next. Row i of S only
+// ever sees v_t[i], so each lane does for its row what delta_rule_forward_row and
+// delta_rule_backward_token do, in the same order, and gives their bits; k_t, q_t, β_t and α_t
+// are the same for every row, broadcast. A dot product along a row is then one chain of vector
+// additions for sixteen rows instead of a scalar chain per row, and a group's states (the
+// backward's segment: K + 1 of them) stay in the cache where a whole head's would not. The
+// backward's sums over rows (∂q, ∂k, ∂β, ∂α at each token) are kept in the output: each group
+// adds its terms lane after lane, after the groups before it, so every sum runs in row order.
+// A term is 0 + x where the row body adds x itself; a sum that starts at +0 is never −0, so the
+// sign of a zero term changes no bit.
+
+// Rows [g·kTileRows, …) of a head: how many, and moves between the head's [dv, dk] matrix or a
+// row of dv numbers (v_t, ∂o_t) and the group's columns (lanes past dv zero).
+struct RowGroup {
+  int64_t first, rows, dk;
+
+  RowGroup(int64_t g, int64_t dv, int64_t dk_)
+      : first(g * kTileRows), rows(std::min(kTileRows, dv - g * kTileRows)), dk(dk_) {}
+  template <typename T>
+  void load(const T* matrix, SplitLanes<T>* columns) const {
+    load_tile(matrix + first * dk, dk, dk, rows, reinterpret_cast<Lanes<T>*>(columns));
+  }
+  template <typename T>
+  void store(const SplitLanes<T>* columns, T* matrix) const {
+    store_tile(reinterpret_cast<const Lanes<T>*>(columns), dk, rows, matrix + first * dk, dk);
+  }
+  template <typename T>
+  SplitLanes<T> column(const T* values) const {
+    return SplitLanes<T>::of(load_lanes(values + first, rows));
+  }
+  template <typename T>
+  void store_column(const SplitLanes<T>& x, T* values) const {
+    store_lanes(x.lanes(), rows, values + first);
+  }
+};
+
+int64_t row_group_count(const DeltaRuleShape& s) {
+  return (s.value_dim + kTileRows - 1) / kTileRows;
+}
+
+// k_j (q_j, α_j) of a step, broadcast to every row of a group.
+template <typename T>
+struct BroadcastRow {
+  const T* data;
+  SplitLanes<T> operator()(int64_t j) const { return SplitLanes<T>::all(data[j]); }
+};
+
+// What one step gives every row: k_t, β_t and α_t as the step bodies read them.
+template <bool KeyDecay, typename T>
+struct StepShared {
+  BroadcastRow<T> k;
+  SplitLanes<T> beta;
+  std::conditional_t<KeyDecay, BroadcastRow<T>, UniformDecay<SplitLanes<T>>> alpha;
+
+  template <typename P>
+  StepShared(const P& p, int64_t b, int64_t h, int64_t t)
+      : k{p.k.at(b, h, t)}, beta(SplitLanes<T>::all(load(*p.beta.at(b, h, t)))) {
+    if constexpr (KeyDecay) {
+      alpha = BroadcastRow<T>{p.alpha.at(b, h, t)};
+    } else {
+      alpha.value = SplitLanes<T>::all(p.alpha ? load(*p.alpha.at(b, h, t)) : T(1));
+    }
+  }
+};
+
+// delta_rule_forward_row for the rows of one group of one head. `state`: dk columns.
+template <bool Erase, bool KeyDecay, typename T, int64_t Dk>
+void forward_row_group(const DeltaRuleForward<T>& p, int64_t head, const RowGroup& group,
+                       SplitLanes<T>* state) {
+  static_assert(std::is_same_v<T, AccumulatorOf<T>>, "the CPU runs float and double");
+  const DeltaRuleShape& s = p.shape;
+  const int64_t dk = dim_of<Dk>(s.key_dim), matrix = s.matrix_size();
+  const int64_t b = head / s.heads, h = head % s.heads;
+  if (p.state_in) {
+    group.load(p.state_in + head * matrix, state);
+  } else {
+    std::fill(state, state + dk, SplitLanes<T>{});
+  }
+  for (int64_t t = 0; t < s.length; ++t) {
+    if (p.checkpoints && t % s.checkpoint_every == 0) {
+      group.store(state,
+                  p.checkpoints + (head * s.checkpoint_count() + t / s.checkpoint_every) * matrix);
+    }
+    const StepShared<KeyDecay, T> at(p, b, h, t);
+    delta_rule_row_step<Erase>(state, at.k, group.column(p.v.at(b, h, t)), at.beta, at.alpha, dk);
+    group.store_column(delta_rule_row_output(state, BroadcastRow<T>{p.q.at(b, h, t)}, dk),
+                       p.outputs.at(b, h, t));
+  }
+  group.store(state, p.state_out + head * matrix);
+}
+
+// Lanes<T> columns a group's backward needs: ds, one segment's states, and the terms of ∂q, ∂k
+// and ∂α.
+int64_t backward_row_group_columns(const DeltaRuleShape& s) {
+  return (s.checkpoint_every + 2 + 3) * s.key_dim;
+}
+
+// One token's sums over rows where the backward keeps them: its rows of ∂q, ∂k, ∂β, ∂α.
+template <typename T>
+struct TokenSums {
+  T *q, *k, *beta, *alpha;  // alpha null: not wanted
+
+  TokenSums(const DeltaRuleBackward<T>& p, int64_t b, int64_t h, int64_t t)
+      : q(p.grad_q.at(b, h, t)),
+        k(p.grad_k.at(b, h, t)),
+        beta(p.grad_beta.at(b, h, t)),
+        alpha(p.grad_alpha ? p.grad_alpha.at(b, h, t) : nullptr) {}
+};
+
+// delta_rule_backward_head for the rows of one group, its terms added to the sums over rows.
+template <bool Erase, bool KeyDecay, typename T, int64_t Dk>
+void backward_row_group(const DeltaRuleBackward<T>& p, int64_t head, const RowGroup& group,
+                        SplitLanes<T>* scratch) {
+  const DeltaRuleShape& s = p.shape;
+  const int64_t dk = dim_of<Dk>(s.key_dim), matrix = s.matrix_size();
+  const int64_t every = s.checkpoint_every;
+  const int64_t b = head / s.heads, h = head % s.heads;
+  SplitLanes<T>* ds = scratch;
+  SplitLanes<T>* states = ds + dk;  // every + 1 states of dk columns
+  SplitLanes<T>* term_q = states + (every + 1) * dk;
+  SplitLanes<T>* term_k = term_q + dk;
+  SplitLanes<T>* term_alpha = term_k + dk;
+  if (p.grad_state_out) {
+    group.load(p.grad_state_out + head * matrix, ds);
+  } else {
+    std::fill(ds, ds + dk, SplitLanes<T>{});
+  }
+  for (int64_t segment = s.checkpoint_count() - 1; segment >= 0; --segment) {
+    const int64_t start = segment * every;
+    const int64_t end = std::min(start + every, s.length);
+    // delta_rule_recompute_segment: states[n] is the state after token start + n − 1.
+    group.load(p.checkpoints + (head * s.checkpoint_count() + segment) * matrix, states);
+    for (int64_t t = start; t < end; ++t) {
+      SplitLanes<T>* next = states + (t - start + 1) * dk;
+      std::copy(next - dk, next, next);
+      const StepShared<KeyDecay, T> at(p, b, h, t);
+      delta_rule_row_step<Erase>(next, at.k, group.column(p.v.at(b, h, t)), at.beta, at.alpha, dk);
+    }
+    for (int64_t t = end - 1; t >= start; --t) {
+      const SplitLanes<T>* prev = states + (t - start) * dk;
+      const StepShared<KeyDecay, T> at(p, b, h, t);
+      const TokenSums<T> sums(p, b, h, t);
+      std::fill(term_q, term_q + 3 * dk, SplitLanes<T>{});
+      SplitLanes<T> term_beta{};
+      const SplitLanes<T> grad_output =
+          p.grad_outputs ? group.column(p.grad_outputs.at(b, h, t)) : SplitLanes<T>{};
+      // A uniform α's sum too runs over every (row, key) in order, so it takes each term.
+      const SplitLanes<T> grad_v = delta_rule_row_backward<Erase>(
+          ds, prev, prev + dk, BroadcastRow<T>{p.q.at(b, h, t)}, at.k,
+          group.column(p.v.at(b, h, t)), grad_output, at.beta, at.alpha, dk, term_q, term_k,
+          term_beta, KeyDecayGrad<SplitLanes<T>>{term_alpha});
+      group.store_column(grad_v, p.grad_v.at(b, h, t));
+      add_lanes_in_order(reinterpret_cast<const Lanes<T>*>(term_q), dk, group.rows, sums.q);
+      add_lanes_in_order(reinterpret_cast<const Lanes<T>*>(term_k), dk, group.rows, sums.k);
+      const Lanes<T> beta_terms = term_beta.lanes();
+      for (int64_t r = 0; r < group.rows; ++r) *sums.beta += beta_terms[r];
+      if (!sums.alpha) continue;
+      if constexpr (KeyDecay) {
+        add_lanes_in_order(reinterpret_cast<const Lanes<T>*>(term_alpha), dk, group.rows,
+                           sums.alpha);
+      } else {
+        const T* terms = reinterpret_cast<const T*>(term_alpha);  // [dk][kTileRows]
+        T sum = *sums.alpha;
+        for (int64_t r = 0; r < group.rows; ++r) {
+          for (int64_t j = 0; j < dk; ++j) sum += terms[j * kTileRows + r];
+        }
+        *sums.alpha = sum;
+      }
+    }
+  }
+  if (p.grad_state_in) group.store(ds, p.grad_state_in + head * matrix);
+}
+
+// The forward of heads [begin, end), group by group.
+template <bool Erase, bool KeyDecay, typename T, int64_t Dk>
+void forward_row_groups(const DeltaRuleForward<T>& p, int64_t begin, int64_t end) {
+  const DeltaRuleShape& s = p.shape;
+  TileScratch<T> scratch(s.key_dim);
+  auto* state = reinterpret_cast<SplitLanes<T>*>(scratch.data());
+  for (int64_t head = begin; head < end; ++head) {
+    for (int64_t g = 0; g < row_group_count(s); ++g)
+      forward_row_group<Erase, KeyDecay, T, Dk>(p, head, RowGroup(g, s.value_dim, s.key_dim),
+                                                state);
+  }
+}
+
+// The backward of heads [begin, end): each token's sums over rows start at zero, then the
+// groups add their rows in order.
+template <bool Erase, bool KeyDecay, typename T, int64_t Dk>
+void backward_row_groups(const DeltaRuleBackward<T>& p, int64_t begin, int64_t end) {
+  const DeltaRuleShape& s = p.shape;
+  TileScratch<T> scratch(backward_row_group_columns(s));
+  auto* columns = reinterpret_cast<SplitLanes<T>*>(scratch.data());
+  for (int64_t head = begin; head < end; ++head) {
+    const int64_t b = head / s.heads, h = head % s.heads;
+    for (int64_t t = 0; t < s.length; ++t) {
+      const TokenSums<T> sums(p, b, h, t);
+      std::fill(sums.q, sums.q + s.key_dim, T(0));
+      std::fill(sums.k, sums.k + s.key_dim, T(0));
+      *sums.beta = 0;
+      if (sums.alpha) std::fill(sums.alpha, sums.alpha + s.decay_width(), T(0));
+    }
+    for (int64_t g = 0; g < row_group_count(s); ++g)
+      backward_row_group<Erase, KeyDecay, T, Dk>(p, head, RowGroup(g, s.value_dim, s.key_dim),
+                                                 columns);
+  }
+}
+
 // Calls body(group) for groups of up to kTileRows heads of [begin, end).
 template <typename F>
 void for_head_groups(const DeltaRuleShape& shape, int64_t begin, int64_t end, F&& body) {
@@ -315,8 +577,7 @@ void forward_heads(const DeltaRuleForward<T>& p, int64_t begin, int64_t end) {
           return;
         }
       }
-      for (int64_t row = begin * s.value_dim; row < end * s.value_dim; ++row)
-        delta_rule_forward_row<Erase, KeyDecay, T, Dk>(p, row);
+      forward_row_groups<Erase, KeyDecay, T, Dk>(p, begin, end);
     });
   });
 }
@@ -334,8 +595,7 @@ void backward_heads(const DeltaRuleBackward<T>& p, int64_t begin, int64_t end) {
           return;
         }
       }
-      for (int64_t head = begin; head < end; ++head)
-        delta_rule_backward_head<Erase, KeyDecay, T, Dk, Dv>(p, head);
+      backward_row_groups<Erase, KeyDecay, T, Dk>(p, begin, end);
     });
   });
 }

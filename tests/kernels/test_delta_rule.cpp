@@ -210,10 +210,11 @@ void check_gradient(const Case& c, std::vector<double> Case::*input,
 }
 
 const DeltaRuleShape kShapes[] = {
-    {1, 1, 1, 3, 2, 1},  // one token
-    {2, 3, 7, 4, 3, 3},  // segments of 3, the last one short
-    {1, 2, 9, 2, 5, 9},  // one segment
-    {3, 1, 5, 3, 3, 1},  // a checkpoint per token
+    {1, 1, 1, 3, 2, 1},   // one token
+    {2, 3, 7, 4, 3, 3},   // segments of 3, the last one short
+    {1, 2, 9, 2, 5, 9},   // one segment
+    {3, 1, 5, 3, 3, 1},   // a checkpoint per token
+    {1, 2, 6, 6, 19, 4},  // a large state: rows side by side, the last group of rows partial
 };
 
 }  // namespace
@@ -323,7 +324,7 @@ TEST_CASE(
     "delta-rule kernels with head sizes fixed at compile time give the run-time loop's bits") {
   // The CPU takes its compiled paths for these sizes; the scalar bodies loop over sizes
   // read at run time. Same arithmetic in the same order: the same bits.
-  for (const int64_t d : {4, 8, 16}) {
+  for (const int64_t d : {4, 8, 16, 32, 64}) {
     INFO("head size " << d);
     // both updates and both decays, small and large states
     Case c = random_case({2, 3, 11, d, d, 4, d != 8, d != 4}, true, 7);
@@ -331,6 +332,32 @@ TEST_CASE(
     cpu.run_cpu();
     emulated.run_emulated();
     CHECK(emulated.results() == cpu.results());
+  }
+}
+
+TEST_CASE("delta-rule kernels on large states (rows side by side) give the scalar bodies' bits") {
+  // States over kLanesMaxMatrix numbers: the CPU steps a head's rows sixteen at a time, one row
+  // per lane, and adds the sums over rows lane after lane. Value sizes below, at and past a
+  // group of sixteen, keys with and without a whole block of sixteen columns, checkpoints short
+  // of the length; every update and decay, float and double.
+  const bool erase = GENERATE(true, false);
+  const int decay_kind = GENERATE(0, 1, 2);  // none, one per token, one per key column
+  struct Size {
+    int64_t dk, dv, every;
+  };
+  for (const Size size : {Size{9, 12, 4}, Size{24, 16, 3}, Size{5, 37, 2}, Size{33, 20, 5}}) {
+    INFO("dk " << size.dk << ", dv " << size.dv << ", decay " << decay_kind << ", erase " << erase);
+    const DeltaRuleShape shape{2, 2, 10, size.dk, size.dv, size.every, erase, decay_kind == 2};
+    REQUIRE(shape.matrix_size() > 64);
+    const Case c = random_case(shape, decay_kind > 0, 8);
+    Buffers<float> cpu(c), emulated(c);
+    cpu.run_cpu();
+    emulated.run_emulated();
+    CHECK(emulated.results() == cpu.results());
+    Buffers<double> cpu64(c), emulated64(c);
+    cpu64.run_cpu();
+    emulated64.run_emulated();
+    CHECK(emulated64.results() == cpu64.results());
   }
 }
 
