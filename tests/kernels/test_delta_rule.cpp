@@ -338,8 +338,9 @@ TEST_CASE(
 TEST_CASE("delta-rule kernels on large states (rows side by side) give the scalar bodies' bits") {
   // States over kLanesMaxMatrix numbers: the CPU steps a head's rows sixteen at a time, one row
   // per lane, and adds the sums over rows lane after lane. Value sizes below, at and past a
-  // group of sixteen, keys with and without a whole block of sixteen columns, checkpoints short
-  // of the length; every update and decay, float and double.
+  // group of sixteen, keys below, at and past whole blocks of the eight columns those sums
+  // transpose at a time, checkpoints short of the length; every update and decay, float and
+  // double.
   const bool erase = GENERATE(true, false);
   const int decay_kind = GENERATE(0, 1, 2);  // none, one per token, one per key column
   struct Size {
