@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <tuple>
 
 #include "bench_model.h"
@@ -37,6 +38,7 @@ struct Settings {
   std::vector<std::string> presets;
   std::vector<int64_t> lengths;
   int64_t batch = 32;
+  Widths widths;  // the presets' d_model and heads replaced where set
   int threads = 1;
   std::string device = "cpu";  // "cpu" or "cuda": where the models and batches live
   Budget budget;
@@ -95,6 +97,8 @@ class Bench {
             {"impl", c.impl},
             {"ran", m.ran},
             {"parameters", m.parameters},
+            {"d_model", m.config.at("d_model")},
+            {"heads", m.config.at("heads")},
             {"ms", m.ms},
             {"repeats", m.repeats}});
     return cache_.emplace(c, std::move(m)).first->second;
@@ -110,7 +114,7 @@ class Bench {
 
  private:
   Measurement time_training_step(const Case& c, int64_t batch_size) {
-    BenchModel built = build_model(c.mixer, c.preset, c.impl, c.length);
+    BenchModel built = build_model(c.mixer, c.preset, c.impl, c.length, settings_.widths);
     DecoderImpl& model = *built.model;
     const torch::Device device(settings_.device);
     model.to(device);
@@ -148,6 +152,12 @@ void print_step_table(Bench& bench) {
       s.device.c_str(), static_cast<long long>(s.batch), s.threads);
   std::printf("# median of %d..%d timed steps after %d warm-up steps\n", s.budget.min_repeats,
               s.budget.max_repeats, s.budget.warmup);
+  if (s.widths.d_model > 0 || s.widths.heads > 0) {
+    std::printf("# presets with%s%s%s%s\n", s.widths.d_model > 0 ? " d_model " : "",
+                s.widths.d_model > 0 ? std::to_string(s.widths.d_model).c_str() : "",
+                s.widths.heads > 0 ? " heads " : "",
+                s.widths.heads > 0 ? std::to_string(s.widths.heads).c_str() : "");
+  }
   std::printf("%-17s %-10s %6s %9s %11s %14s %9s\n", "mixer", "preset", "L", "params", "fused ms",
               "reference ms", "ref/fused");
   bool fell_back = false;
@@ -326,6 +336,10 @@ Settings parse(int argc, char** argv) {
       ("lengths", "comma-separated training lengths (env MEMSCRIPT_BENCH_LENGTHS)",
        cxxopts::value<std::string>()->default_value(env_or("MEMSCRIPT_BENCH_LENGTHS", "32,256")))
       ("batch", "batch size", cxxopts::value<int64_t>()->default_value("32"))
+      ("d-model", "every preset's d_model replaced (0: the preset's)",
+       cxxopts::value<int64_t>()->default_value("0"))
+      ("heads", "every preset's heads replaced (0: the preset's; --heads 1 --d-model 128 is Zoology's)",
+       cxxopts::value<int64_t>()->default_value("0"))
       ("threads", "intra-op threads (env MEMSCRIPT_BENCH_THREADS)",
        cxxopts::value<int>()->default_value(env_or("MEMSCRIPT_BENCH_THREADS", "1")))
       ("device", "auto, cpu or cuda, as memscript's --device (env MEMSCRIPT_BENCH_DEVICE)",
@@ -360,6 +374,9 @@ Settings parse(int argc, char** argv) {
   s.presets = split_list(parsed["presets"].as<std::string>());
   s.lengths = split_integers(parsed["lengths"].as<std::string>());
   s.batch = parsed["batch"].as<int64_t>();
+  s.widths = {parsed["d-model"].as<int64_t>(), parsed["heads"].as<int64_t>()};
+  if (s.widths.d_model < 0 || s.widths.heads < 0)
+    throw std::invalid_argument("--d-model and --heads take a positive number (0: the preset's)");
   s.threads = parsed["threads"].as<int>();
   s.device = resolve_device(parsed["device"].as<std::string>());  // as memscript --device
   s.budget = {parsed["warmup"].as<int>(), parsed["min-repeats"].as<int>(),
@@ -375,6 +392,11 @@ Settings parse(int argc, char** argv) {
   s.script = parsed["script"].as<std::string>();
   s.pytorch_asked = wants("pytorch");
   s.pytorch = s.pytorch_asked && !s.python.empty() && !s.script.empty();
+  if (s.pytorch && (s.widths.d_model > 0 || s.widths.heads > 0)) {
+    throw std::invalid_argument(
+        "--d-model and --heads apply to the steps and scaling tables; the PyTorch comparison "
+        "builds the presets as they are (leave out --python, or --parts steps,scaling)");
+  }
   s.scaling_preset = parsed["scaling-preset"].as<std::string>();
   s.scaling_lengths = split_integers(parsed["scaling-lengths"].as<std::string>());
   s.jsonl = parsed["jsonl"].as<std::string>();

@@ -33,7 +33,7 @@ std::string reported_impl(const DecoderImpl& model) {
 }  // namespace
 
 BenchModel build_model(const std::string& mixer, const std::string& preset, const std::string& impl,
-                       int64_t length) {
+                       int64_t length, const Widths& widths) {
   Options task_options("parity");
   BenchModel built{make_task("parity", task_options), nullptr, ""};
   auto make_options = [&] {
@@ -41,6 +41,8 @@ BenchModel build_model(const std::string& mixer, const std::string& preset, cons
     options.set("mixer", {mixer});
     options.set("preset", {preset});
     options.set("impl", {impl});
+    if (widths.d_model > 0) options.set("d_model", {widths.d_model});
+    if (widths.heads > 0) options.set("heads", {widths.heads});
     return options;
   };
   Options options = make_options();

@@ -26,11 +26,17 @@ struct BenchModel {
   std::string impl;
 };
 
+// A preset's width and heads replaced (0: the preset's own), e.g. Zoology's one head of 128.
+struct Widths {
+  int64_t d_model = 0;
+  int64_t heads = 0;
+};
+
 // ms.model.decoder{ mixer = mixer, preset = preset, impl = impl, task = parity }, able to read
 // `length` tokens: a model whose preset adds learned positions to the residual stream gets
 // max_length = length where its default (1024) is too short.
 BenchModel build_model(const std::string& mixer, const std::string& preset, const std::string& impl,
-                       int64_t length);
+                       int64_t length, const Widths& widths = {});
 
 // "a,b,c" -> {"a", "b", "c"}; empty items dropped.
 std::vector<std::string> split_list(const std::string& text);
