@@ -152,11 +152,11 @@ void print_step_table(Bench& bench) {
       s.device.c_str(), static_cast<long long>(s.batch), s.threads);
   std::printf("# median of %d..%d timed steps after %d warm-up steps\n", s.budget.min_repeats,
               s.budget.max_repeats, s.budget.warmup);
-  if (s.widths.d_model > 0 || s.widths.heads > 0) {
-    std::printf("# presets with%s%s%s%s\n", s.widths.d_model > 0 ? " d_model " : "",
-                s.widths.d_model > 0 ? std::to_string(s.widths.d_model).c_str() : "",
-                s.widths.heads > 0 ? " heads " : "",
-                s.widths.heads > 0 ? std::to_string(s.widths.heads).c_str() : "");
+  if (s.widths.any()) {
+    std::string replaced;
+    if (s.widths.d_model > 0) replaced += " d_model " + std::to_string(s.widths.d_model);
+    if (s.widths.heads > 0) replaced += " heads " + std::to_string(s.widths.heads);
+    std::printf("# presets with%s\n", replaced.c_str());
   }
   std::printf("%-17s %-10s %6s %9s %11s %14s %9s\n", "mixer", "preset", "L", "params", "fused ms",
               "reference ms", "ref/fused");
@@ -392,7 +392,7 @@ Settings parse(int argc, char** argv) {
   s.script = parsed["script"].as<std::string>();
   s.pytorch_asked = wants("pytorch");
   s.pytorch = s.pytorch_asked && !s.python.empty() && !s.script.empty();
-  if (s.pytorch && (s.widths.d_model > 0 || s.widths.heads > 0)) {
+  if (s.pytorch && s.widths.any()) {
     throw std::invalid_argument(
         "--d-model and --heads apply to the steps and scaling tables; the PyTorch comparison "
         "builds the presets as they are (leave out --python, or --parts steps,scaling)");

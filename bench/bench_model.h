@@ -30,6 +30,8 @@ struct BenchModel {
 struct Widths {
   int64_t d_model = 0;
   int64_t heads = 0;
+
+  bool any() const { return d_model > 0 || heads > 0; }
 };
 
 // ms.model.decoder{ mixer = mixer, preset = preset, impl = impl, task = parity }, able to read

@@ -209,6 +209,16 @@ void check_gradient(const Case& c, std::vector<double> Case::*input,
                                             [](const Case& x) { return written_out(x).loss; });
 }
 
+// The CPU kernels against the scalar bodies (the CUDA forward's per thread, the backward per
+// head) on one case: the same bits.
+template <typename T>
+void check_cpu_gives_scalar_bits(const Case& c) {
+  Buffers<T> cpu(c), emulated(c);
+  cpu.run_cpu();
+  emulated.run_emulated();
+  CHECK(emulated.results() == cpu.results());
+}
+
 const DeltaRuleShape kShapes[] = {
     {1, 1, 1, 3, 2, 1},   // one token
     {2, 3, 7, 4, 3, 3},   // segments of 3, the last one short
@@ -314,10 +324,7 @@ TEST_CASE("delta-rule scalar bodies (the CUDA forward's over blocks x threads) m
   const bool erase = GENERATE(true, false), key_decay = GENERATE(false, true);
   Case c = random_case({5, 3, 9, 4, 10, 4, erase, key_decay}, true, 5);
   REQUIRE(c.shape.row_count() > kDeltaRuleThreadsPerBlock);
-  Buffers<float> cpu(c), emulated(c);
-  cpu.run_cpu();
-  emulated.run_emulated();
-  CHECK(emulated.results() == cpu.results());
+  check_cpu_gives_scalar_bits<float>(c);
 }
 
 TEST_CASE(
@@ -328,10 +335,7 @@ TEST_CASE(
     INFO("head size " << d);
     // both updates and both decays, small and large states
     Case c = random_case({2, 3, 11, d, d, 4, d != 8, d != 4}, true, 7);
-    Buffers<float> cpu(c), emulated(c);
-    cpu.run_cpu();
-    emulated.run_emulated();
-    CHECK(emulated.results() == cpu.results());
+    check_cpu_gives_scalar_bits<float>(c);
   }
 }
 
@@ -351,14 +355,8 @@ TEST_CASE("delta-rule kernels on large states (rows side by side) give the scala
     const DeltaRuleShape shape{2, 2, 10, size.dk, size.dv, size.every, erase, decay_kind == 2};
     REQUIRE(shape.matrix_size() > 64);
     const Case c = random_case(shape, decay_kind > 0, 8);
-    Buffers<float> cpu(c), emulated(c);
-    cpu.run_cpu();
-    emulated.run_emulated();
-    CHECK(emulated.results() == cpu.results());
-    Buffers<double> cpu64(c), emulated64(c);
-    cpu64.run_cpu();
-    emulated64.run_emulated();
-    CHECK(emulated64.results() == cpu64.results());
+    check_cpu_gives_scalar_bits<float>(c);
+    check_cpu_gives_scalar_bits<double>(c);
   }
 }
 
