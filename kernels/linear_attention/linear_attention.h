@@ -23,9 +23,11 @@
 // linear attention memory for nothing.
 //
 // z is shared by every column of S and the gradients of φq, φk sum over columns, so on the CPU
-// both directions run one head per thread, columns in a fixed order: bit-identical whatever the
-// thread count. The CUDA kernels (linear_attention_cuda.cu) give a head a block and its rows and
-// columns threads, each sum in the same order.
+// both directions run one head per thread, every sum in the order of the scalar bodies below:
+// bit-identical whatever the thread count. The CPU kernels (linear_attention_cpu.cpp) loop in
+// another order so that their vector lanes are independent outputs; the CUDA kernels
+// (linear_attention_cuda.cu) give a head a block and its rows and columns threads, each sum in
+// the same order.
 
 #include <cstdint>
 
@@ -45,11 +47,11 @@ struct LinearAttentionShape {
 
   MS_HOST_DEVICE int64_t head_count() const { return batch * heads; }
   MS_HOST_DEVICE int64_t matrix_size() const { return key_dim * value_dim; }
-  // Acc elements of backward workspace one head needs: S and z, then G and g, then one token's
-  // ∂o / d, on the CPU; the CUDA kernel keeps S, G and G again by columns in the same space.
+  // Acc elements of backward workspace one head needs: S, G and G again by columns, and on the
+  // CPU four vectors of dk and two of dv beside them (linear_attention_cpu.cpp). The scalar
+  // bodies below use a prefix of it.
   MS_HOST_DEVICE int64_t workspace_per_head() const {
-    const int64_t cpu = 2 * (matrix_size() + key_dim) + value_dim, cuda = 3 * matrix_size();
-    return cpu > cuda ? cpu : cuda;
+    return 3 * matrix_size() + 4 * key_dim + 2 * value_dim;
   }
 };
 
@@ -234,8 +236,9 @@ MS_HOST_DEVICE inline void linear_attention_backward_head(const LinearAttentionB
   linear_attention_grad_keys_values<T, KeyDim, ValueDim>(p, head_index);
 }
 
-// The CUDA kernels' per-thread bodies: one head per thread, in both directions. Here so the
-// tests can run them on the CPU over blocks x threads.
+// The bodies above are the scalar reference: one head at a time, every sum one chain in one
+// order. The CPU kernels below give their bits (tests/kernels); the CUDA kernels, a block per
+// head, agree with the CPU to rounding (tests/gpu).
 // CPU: heads [begin, end) of shape.head_count(); the caller splits the range across its pool.
 void linear_attention_forward_cpu(const LinearAttentionForward<float>& p, int64_t begin,
                                   int64_t end);
