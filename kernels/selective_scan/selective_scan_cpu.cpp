@@ -73,24 +73,21 @@ void forward_block(const SelectiveScanForward<T, T>& f, const SelectiveScanShape
   scatter_lane_rows(h, states, b.count, channel_rows(f.h_last + state_at, states, b).rows);
 }
 
-// Adds the lanes of `terms` to `partial` in lane (channel) order.
-template <typename T>
-void add_in_channel_order(const Lanes<T>& terms, int64_t count, T& partial) {
-  for (int64_t l = 0; l < count; ++l) partial += terms[l];
-}
-
 // selective_scan_backward_group for a group that fits in one block of lanes.
 template <typename T>
 void backward_group(const SelectiveScanBackward<T, T>& g, const SelectiveScanShape& s,
                     const ChannelBlock& b) {
   const int64_t states = s.states, segment = s.segment;
   const Transition<T> a(g.negative_eigenvalues);
-  // A, the carry, grad_A, then a segment's states (one more than its steps) and exps.
-  TileScratch<T> columns((3 + 2 * segment + 1) * states);
+  // A, the carry, grad_A, one step's terms of grad_C and grad_B, then a segment's states (one
+  // more than its steps) and exps.
+  TileScratch<T> columns((5 + 2 * segment + 1) * states);
   Lanes<T>* A = columns.data();
   Lanes<T>* carry = A + states;
   Lanes<T>* grad_A = carry + states;
-  Lanes<T>* seg_states = grad_A + states;
+  Lanes<T>* terms_C = grad_A + states;
+  Lanes<T>* terms_B = terms_C + states;
+  Lanes<T>* seg_states = terms_B + states;
   Lanes<T>* exps = seg_states + (segment + 1) * states;
   load_A(g.A, s, b, A);
   const int64_t state_at = (b.n * s.channels + b.first) * states;
@@ -128,13 +125,16 @@ void backward_group(const SelectiveScanBackward<T, T>& g, const SelectiveScanSha
       for (int64_t k = 0; k < states; ++k) {
         const Lanes<T> grad_h = carry[k] + grad_y * C[k];
         const Lanes<T> grad_x = grad_h * previous[k] * (a.scale * e[k]);
-        add_in_channel_order<T>(grad_y * h[k], b.count, grad_C[t * states + k]);
-        add_in_channel_order<T>(grad_h * delta * u, b.count, grad_B[t * states + k]);
+        terms_C[k] = grad_y * h[k];
+        terms_B[k] = grad_h * delta * u;
         grad_A[k] += grad_x * delta;
         grad_delta += grad_x * A[k] + grad_h * u * B[k];
         grad_u += grad_h * delta * B[k];
         carry[k] = (a.scale * e[k] - a.shift) * grad_h;
       }
+      // The group's partial sums, lanes added in channel order.
+      add_lanes_in_order(terms_C, states, b.count, grad_C + t * states);
+      add_lanes_in_order(terms_B, states, b.count, grad_B + t * states);
       store_lanes(grad_u, b.count, g.grad_u + i);
       store_lanes(grad_delta, b.count, g.grad_delta + i);
     }

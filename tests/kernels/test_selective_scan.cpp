@@ -191,53 +191,58 @@ TEST_CASE("selective scan gradients do not depend on the checkpoint spacing") {
 TEST_CASE(
     "the selective scan CUDA kernels' per-thread bodies, run over every block and thread, "
     "match the CPU") {
-  const SelectiveScanShape s{3, 9, 50, 4, 3, 16};  // partial blocks, groups and segments
-  const SelectiveCase c(s, true, 24);
-  std::vector<std::vector<float>> in;
-  for (const auto* v : {&c.u, &c.delta, &c.A, &c.B, &c.C, &c.h0}) in.push_back(cast<float>(*v));
-  const auto forward = [&](bool emulated) {
-    std::vector<std::vector<float>> out{
-        std::vector<float>(in[0].size(), -7.0f), std::vector<float>(in[5].size(), -7.0f),
-        std::vector<float>(static_cast<size_t>(s.segments()) * in[5].size(), -7.0f)};
-    const SelectiveScanForward<float, float> f{
-        in[0].data(), in[1].data(),  in[2].data(),  in[3].data(),  in[4].data(),
-        in[5].data(), out[0].data(), out[1].data(), out[2].data(), true};
-    if (emulated) {
-      emulate_launch(selective_scan_blocks(s.batch * s.channels), kSelectiveScanThreadsPerBlock,
-                     [&](int64_t b, int64_t t) {
-                       selective_scan_thread<float, float>(f, s, b, t,
-                                                           kSelectiveScanThreadsPerBlock);
-                     });
-    } else {
-      selective_scan_forward_cpu(f, s, 0, s.batch * s.channels);
-    }
-    return out;
-  };
-  const std::vector<std::vector<float>> outputs = forward(false);
-  CHECK(forward(true) == outputs);
-  const std::vector<std::vector<float>> saved{in[0],
-                                              in[1],
-                                              in[2],
-                                              in[3],
-                                              in[4],
-                                              outputs[2],
-                                              cast<float>(c.grad_y),
-                                              cast<float>(c.grad_last)};
-  const auto backward = [&](bool emulated) {
-    BackwardBuffers<float> out(s);
-    const SelectiveScanBackward<float, float> g = backward_args(saved, out, true);
-    if (emulated) {
-      emulate_launch(selective_scan_blocks(s.batch * s.groups()), kSelectiveScanThreadsPerBlock,
-                     [&](int64_t b, int64_t t) {
-                       selective_scan_backward_thread<float, float>(g, s, b, t,
-                                                                    kSelectiveScanThreadsPerBlock);
-                     });
-    } else {
-      selective_scan_backward_cpu(g, s, 0, s.batch * s.groups());
-    }
-    return std::vector<std::vector<float>>{out.u, out.delta, out.A, out.B, out.C, out.h0};
-  };
-  CHECK(backward(true) == backward(false));
+  // Mamba's 16 states and 12 take the CPU's transposed sums over lanes (eight states at a
+  // time); 4 its scalar tail.
+  for (const int64_t states : {4, 12, 16}) {
+    INFO(states << " states");
+    const SelectiveScanShape s{3, 9, 50, states, 3, 16};  // partial blocks, groups, segments
+    const SelectiveCase c(s, true, 24);
+    std::vector<std::vector<float>> in;
+    for (const auto* v : {&c.u, &c.delta, &c.A, &c.B, &c.C, &c.h0}) in.push_back(cast<float>(*v));
+    const auto forward = [&](bool emulated) {
+      std::vector<std::vector<float>> out{
+          std::vector<float>(in[0].size(), -7.0f), std::vector<float>(in[5].size(), -7.0f),
+          std::vector<float>(static_cast<size_t>(s.segments()) * in[5].size(), -7.0f)};
+      const SelectiveScanForward<float, float> f{
+          in[0].data(), in[1].data(),  in[2].data(),  in[3].data(),  in[4].data(),
+          in[5].data(), out[0].data(), out[1].data(), out[2].data(), true};
+      if (emulated) {
+        emulate_launch(selective_scan_blocks(s.batch * s.channels), kSelectiveScanThreadsPerBlock,
+                       [&](int64_t b, int64_t t) {
+                         selective_scan_thread<float, float>(f, s, b, t,
+                                                             kSelectiveScanThreadsPerBlock);
+                       });
+      } else {
+        selective_scan_forward_cpu(f, s, 0, s.batch * s.channels);
+      }
+      return out;
+    };
+    const std::vector<std::vector<float>> outputs = forward(false);
+    CHECK(forward(true) == outputs);
+    const std::vector<std::vector<float>> saved{in[0],
+                                                in[1],
+                                                in[2],
+                                                in[3],
+                                                in[4],
+                                                outputs[2],
+                                                cast<float>(c.grad_y),
+                                                cast<float>(c.grad_last)};
+    const auto backward = [&](bool emulated) {
+      BackwardBuffers<float> out(s);
+      const SelectiveScanBackward<float, float> g = backward_args(saved, out, true);
+      if (emulated) {
+        emulate_launch(selective_scan_blocks(s.batch * s.groups()), kSelectiveScanThreadsPerBlock,
+                       [&](int64_t b, int64_t t) {
+                         selective_scan_backward_thread<float, float>(
+                             g, s, b, t, kSelectiveScanThreadsPerBlock);
+                       });
+      } else {
+        selective_scan_backward_cpu(g, s, 0, s.batch * s.groups());
+      }
+      return std::vector<std::vector<float>>{out.u, out.delta, out.A, out.B, out.C, out.h0};
+    };
+    CHECK(backward(true) == backward(false));
+  }
 }
 
 TEST_CASE("the scans' exp agrees with libm to a few ulp over the transitions' range") {
