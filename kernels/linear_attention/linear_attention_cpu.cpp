@@ -80,10 +80,10 @@ void forward_head(const LinearAttentionForward<T>& p, const HeadAt<KeyDim, Value
     fill_zero(numerator, dv);
     Acc denominator = 0;
     for (int64_t a = 0; a < dk; ++a) {
-      const Acc query = load(phi_q[a]);
-      normaliser[a] += load(phi_k[a]);
+      const Acc key = load(phi_k[a]), query = load(phi_q[a]);
+      normaliser[a] += key;
       denominator += normaliser[a] * query;
-      add_outer_and_weigh(sum + a * dv, load(phi_k[a]), v, query, numerator, dv);
+      add_outer_and_weigh(sum + a * dv, key, v, query, numerator, dv);
     }
     denominator += p.eps;
     if (p.denominators) p.denominators[head_index * shape.length + t] = denominator;

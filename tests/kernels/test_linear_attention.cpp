@@ -116,16 +116,19 @@ struct Buffers {
             shape};
   }
 
-  void run_cpu() {
+  // The CPU kernels; the backward's parameters from backward(), or given (some inputs left out),
+  // as for run_emulated.
+  void run_cpu() { run_cpu(backward()); }
+  void run_cpu(const LinearAttentionBackward<T>& b) {
     linear_attention_forward_cpu(forward(), 0, shape.head_count());
-    linear_attention_backward_cpu(backward(), 0, shape.head_count());
+    linear_attention_backward_cpu(b, 0, shape.head_count());
   }
 
-  // The scalar bodies, one head at a time (what the CPU's lanes follow; the CUDA kernels spread
+  // The scalar bodies, one head at a time (whose bits the CPU gives; the CUDA kernels spread
   // a head's rows and columns over a block, checked on a GPU by tests/gpu).
-  void run_emulated() {
+  void run_emulated() { run_emulated(backward()); }
+  void run_emulated(const LinearAttentionBackward<T>& b) {
     const LinearAttentionForward<T> f = forward();
-    const LinearAttentionBackward<T> b = backward();
     for (int64_t head = 0; head < shape.head_count(); ++head) {
       linear_attention_forward_head(f, head);
       linear_attention_backward_head(b, head);
@@ -235,27 +238,6 @@ TEST_CASE("linear-attention kernels split into head ranges give the same bits as
   CHECK(split.results() == whole.results());
 }
 
-TEST_CASE("linear-attention scalar bodies, one head at a time, match the CPU in float") {
-  const Case c = random_case({7, 11, 5, 3, 4}, 4);
-  Buffers<float> cpu(c), emulated(c);
-  cpu.run_cpu();
-  emulated.run_emulated();
-  CHECK(emulated.results() == cpu.results());
-}
-
-TEST_CASE("linear-attention kernels with head sizes fixed at compile time give the run-time bits") {
-  // The CPU takes its compiled paths for these sizes; the scalar bodies loop over sizes
-  // read at run time. Same arithmetic in the same order: the same bits.
-  for (const int64_t d : {4, 8, 16}) {
-    INFO("head size " << d);
-    const Case c = random_case({2, 3, 11, d, d}, 8);
-    Buffers<float> cpu(c), emulated(c);
-    cpu.run_cpu();
-    emulated.run_emulated();
-    CHECK(emulated.results() == cpu.results());
-  }
-}
-
 namespace {
 
 // The CPU kernels and the scalar bodies on the same case, the backward's parameters passed
@@ -266,28 +248,38 @@ void check_cpu_gives_scalar_bits(const Case& c, Edit edit) {
   LinearAttentionBackward<T> on_cpu = cpu.backward(), on_scalar = scalar.backward();
   edit(on_cpu);
   edit(on_scalar);
-  const int64_t heads = c.shape.head_count();
-  linear_attention_forward_cpu(cpu.forward(), 0, heads);
-  linear_attention_backward_cpu(on_cpu, 0, heads);
-  const LinearAttentionForward<T> forward = scalar.forward();
-  for (int64_t head = 0; head < heads; ++head) {
-    linear_attention_forward_head(forward, head);
-    linear_attention_backward_head(on_scalar, head);
-  }
+  cpu.run_cpu(on_cpu);
+  scalar.run_emulated(on_scalar);
   CHECK(scalar.results() == cpu.results());
+}
+template <typename T>
+void check_cpu_gives_scalar_bits(const Case& c) {
+  check_cpu_gives_scalar_bits<T>(c, [](LinearAttentionBackward<T>&) {});
 }
 
 }  // namespace
 
+TEST_CASE("linear-attention scalar bodies, one head at a time, match the CPU in float") {
+  check_cpu_gives_scalar_bits<float>(random_case({7, 11, 5, 3, 4}, 4));
+}
+
+TEST_CASE("linear-attention kernels with head sizes fixed at compile time give the run-time bits") {
+  // The CPU takes its compiled paths for these sizes; the scalar bodies loop over sizes
+  // read at run time. Same arithmetic in the same order: the same bits.
+  for (const int64_t d : {4, 8, 16}) {
+    INFO("head size " << d);
+    check_cpu_gives_scalar_bits<float>(random_case({2, 3, 11, d, d}, 8));
+  }
+}
+
 TEST_CASE("linear-attention CPU kernels give the scalar bodies' bits at wide and uneven heads") {
   // The CPU loops over outputs in vector lanes; Zoology's one head of 128 is not a compiled
   // size, and uneven sizes leave vector tails.
-  const auto unchanged = [](auto&) {};
   for (const auto& [dk, dv] : {std::pair<int64_t, int64_t>{128, 128}, {33, 20}, {5, 64}}) {
     INFO("head " << dk << " x " << dv);
     const Case c = random_case({2, 1, 9, dk, dv}, 10);
-    check_cpu_gives_scalar_bits<float>(c, unchanged);
-    check_cpu_gives_scalar_bits<double>(c, unchanged);
+    check_cpu_gives_scalar_bits<float>(c);
+    check_cpu_gives_scalar_bits<double>(c);
   }
 }
 
