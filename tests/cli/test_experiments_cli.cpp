@@ -104,7 +104,12 @@ TEST_CASE("experiment chomsky-regular runs end to end in its quick variant, with
 
 TEST_CASE("experiment chomsky-regular's lstm-budget.lua runs end to end in its quick variant") {
   TempDir cwd;
-  run_quick({"chomsky-regular", 2, "lstm-budget.lua", "chomsky-lstm-budget"}, cwd);
+  run_quick({"chomsky-regular", 4, "lstm-budget.lua", "chomsky-lstm-budget"}, cwd);
+  // Arithmetic counts its '=' cell, as in Table 2: tested one past 41.
+  const std::string eval =
+      read_file(cwd.path() /
+                "out/chomsky-lstm-budget/lstm=lstm,mlp_ratio=4,task=arithmetic,seed=41/eval.csv");
+  CHECK_THAT(eval, Contains("\n20,42,"));
 }
 
 TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs end to end in its quick variant") {
