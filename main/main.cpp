@@ -218,6 +218,7 @@ void print_versions() {
   std::printf("libtorch %s\n", memscript::libtorch_version().c_str());
   std::printf("%s\n", LUA_RELEASE);
   std::printf("compiler %s\n", memscript::compiler_version().c_str());
+  std::printf("processor %s\n", memscript::processor().c_str());
   std::printf("CUDA kernels: %s\n", memscript::cuda_kernels_built() ? "compiled" : "not compiled");
   std::printf("GPU: %s\n", memscript::gpu_available() ? "present" : "none");
 }

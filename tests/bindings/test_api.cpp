@@ -189,6 +189,7 @@ TEST_CASE("ms.train writes a run folder with config, metrics, evaluation and the
   CHECK(config["model"]["layers"][0]["mixer"] == "lstm");
   CHECK(config["task"]["ones"]["max"] == 4);
   CHECK(config["versions"]["lua"].get<std::string>().find("Lua 5.4") == 0);
+  CHECK(!config["versions"]["processor"].get<std::string>().empty());
   CHECK(read_file(run / "script/tiny_train.lua") ==
         read_file(fs::path(MEMSCRIPT_TEST_SCRIPTS) / "tiny_train.lua"));
   CHECK(read_file(run / "status") == "completed\n");

@@ -24,12 +24,12 @@ int count_lines(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("option --version names memscript, libtorch, Lua and CUDA") {
+TEST_CASE("option --version names memscript, libtorch, Lua, the processor and CUDA") {
   TempDir cwd;
   const auto r = run_memscript({"--version"}, cwd);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("memscript 0.1.0") && Contains("libtorch 2.") && Contains("Lua 5.4") &&
-                        Contains("CUDA kernels:") && Contains("GPU:"));
+                        Contains("\nprocessor ") && Contains("CUDA kernels:") && Contains("GPU:"));
 }
 
 TEST_CASE("option --help lists the options") {
