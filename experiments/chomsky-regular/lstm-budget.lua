@@ -118,13 +118,13 @@ ms.sweep{
     return ms.train{
       model = ms.model.decoder{ layers = { layer_of[p.lstm or "lstm"] }, d_model = 256,
                                mlp_ratio = p.mlp_ratio, task = task, seed = p.seed },
-      task = task, steps = steps, batch = quick and 16 or 128, length = { min = 1 + shift, max = 40 + shift },
+      task = task, steps = steps, batch = quick and 16 or 128,
+      length = { min = 1 + shift, max = 40 + shift },
       optimizer = ms.optim.adam{ lr = 1e-3 },
       clip = 1.0,
       -- Every 1,500 steps a few test lengths (the whole range 41–500 at the end would be
       -- Table 2's 460 lengths; four spread over it show the trend at a tenth of the cost).
-      eval = { lengths = test, every = quick and 0 or 1500,
-               batches = 1, batch = 32 },
+      eval = { lengths = test, every = quick and 0 or 1500, batches = 1, batch = 32 },
       seed = p.seed, out = p.out,
     }
   end,
