@@ -11,7 +11,7 @@
 //                                                             b_im =, state_re =, state_im = }
 //   local y, h = ms.ops.selective_scan{ u =, delta =, A =, B =, C =, state =,
 //                                       negative_eigenvalues = }
-//   local o = ms.ops.causal_attention{ q =, k =, v = }
+//   local o = ms.ops.causal_attention{ q =, k =, v =, slopes = }
 
 #include <lua.hpp>
 
@@ -238,9 +238,10 @@ int selective_scan_op(lua_State* L) {
   return 2;
 }
 
-// ms.ops.causal_attention{ q, k, v }: softmax(q kᵀ / √head_dim + causal mask) v for q [batch,
-// heads, queries, head_dim] and k, v [batch, heads, keys, head_dim], keys ≥ queries (the queries
-// are the last of the keys' positions: earlier keys are a cache). The gpt mixer's attention.
+// ms.ops.causal_attention{ q, k, v [, slopes] }: softmax(q kᵀ / √head_dim + B + causal mask) v
+// for q [batch, heads, queries, head_dim] and k, v [batch, heads, keys, head_dim], keys ≥ queries
+// (the queries are the last of the keys' positions: earlier keys are a cache). With slopes
+// [heads], B = −slope · (query position − key position), ALiBi's bias. The gpt mixer's attention.
 int causal_attention_op(lua_State* L) {
   Options options = read_options(L, 1, "ms.ops.causal_attention");
   const torch::Tensor q = leading_field(options, "q", 4, "[batch, heads, queries, head_dim]");
@@ -253,8 +254,10 @@ int causal_attention_op(lua_State* L) {
               "[batch, heads, keys, head_dim]");
   const torch::Tensor v = tensor_field(options, "v", true);
   check_field(options, "v", v, k.sizes().vec(), q, "k's shape");
+  const torch::Tensor slopes = tensor_field(options, "slopes", false);
+  check_field(options, "slopes", slopes, {q.size(1)}, q, "[heads]");
   options.finish();
-  push_object<torch::Tensor>(L, ops::causal_attention(q, k, v));
+  push_object<torch::Tensor>(L, ops::causal_attention(q, k, v, slopes));
   return 1;
 }
 

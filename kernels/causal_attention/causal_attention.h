@@ -2,10 +2,13 @@
 
 // Causal softmax attention for the GPT mixer on the CPU, per batch element and head:
 //
-//   o_i = Σ_{j ≤ p_i} P_ij v_j,   P_ij = softmax_j(s_ij),   s_ij = scale · q_i · k_j
+//   o_i = Σ_{j ≤ p_i} P_ij v_j,   P_ij = softmax_j(s_ij),
+//   s_ij = scale · q_i · k_j − m_h (p_i − j)
 //
 // where query i sits at position p_i = keys − queries + i (the queries are the last of the keys:
-// with a cache of earlier keys and values in front, p_i counts them). Sixteen queries go through
+// with a cache of earlier keys and values in front, p_i counts them), and m_h is head h's slope
+// of ALiBi's linear bias (Press et al.; zero without slopes). The bias is a constant of the
+// scores, so the backward below holds as written. Sixteen queries go through
 // at a time, one per vector lane, in two passes over the keys they see (the largest score, then
 // the exponentials and the weighted sum), so the work is O(queries · keys · head_dim) and the
 // memory one score per key, whatever the length. libtorch's CPU flash attention calls a BLAS
@@ -45,6 +48,7 @@ struct AttentionForward {
   SequenceView<const T> q, k, v;
   SequenceView<T> out;
   T* log_sum_exp;
+  const T* slopes;  // [heads], ALiBi's m_h (null: no bias)
   T scale;
   AttentionShape shape;
 };
@@ -53,6 +57,7 @@ template <typename T>
 struct AttentionBackward {
   SequenceView<const T> q, k, v, out, grad_out;
   const T* log_sum_exp;
+  const T* slopes;
   SequenceView<T> grad_q, grad_k, grad_v;
   T scale;
   AttentionShape shape;

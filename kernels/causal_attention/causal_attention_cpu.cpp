@@ -73,6 +73,20 @@ Lanes<T> scores_of(const Lanes<T>* q, const T* k, int64_t dim, T scale) {
   return s * scale;
 }
 
+// The head's ALiBi slope, 0 without one.
+template <typename Params>
+auto slope_of(const Params& p, const QueryTile& tile) {
+  return p.slopes ? p.slopes[tile.h] : decltype(p.scale)(0);
+}
+
+// Scores with ALiBi's bias −slope · (p_i − j), p_i = each lane's last key. Left alone without a
+// slope, so that attention without ALiBi keeps its bits.
+template <typename T>
+Lanes<T> with_bias(Lanes<T> s, T slope, const Lanes<T>& last, int64_t j) {
+  if (slope == T(0)) return s;
+  return s - slope * (last - static_cast<T>(j));
+}
+
 // `columns` holds 2 · dim columns, `scores` one per key.
 template <typename T, int64_t Dim>
 void forward_tile(const AttentionForward<T>& p, const QueryTile& tile, Lanes<T>* columns,
@@ -83,10 +97,12 @@ void forward_tile(const AttentionForward<T>& p, const QueryTile& tile, Lanes<T>*
   load_queries(p.q, tile, dim, q);
   const Lanes<T> last = last_keys<T>(p.shape, tile);
   const int64_t keys = keys_walked(p.shape, tile);
+  const T slope = slope_of(p, tile);
   const Lanes<T> minus_infinity = broadcast<T>(-std::numeric_limits<T>::infinity());
   Lanes<T> largest = minus_infinity;
   for (int64_t j = 0; j < keys; ++j) {
-    const Lanes<T> s = scores_of(q, p.k.at(tile.b, tile.h, j), dim, p.scale);
+    const Lanes<T> s =
+        with_bias(scores_of(q, p.k.at(tile.b, tile.h, j), dim, p.scale), slope, last, j);
     const auto seen = broadcast<T>(static_cast<T>(j)) <= last;
     scores[j] = seen ? s : minus_infinity;
     largest = scores[j] > largest ? scores[j] : largest;
@@ -125,6 +141,7 @@ void backward_tile(const AttentionBackward<T>& p, const QueryTile& tile, Lanes<T
       p.log_sum_exp + (tile.b * p.shape.heads + tile.h) * p.shape.queries + tile.first, tile.count);
   const Lanes<T> last = last_keys<T>(p.shape, tile);
   const int64_t keys = keys_walked(p.shape, tile);
+  const T slope = slope_of(p, tile);
   // dP_ij = ∂o_i · v_j, then dS_ij = P_ij (dP_ij − ∂o_i · o_i) (times the scale, for ∂q, ∂k).
   Lanes<T> along{};
   for (int64_t c = 0; c < dim; ++c) along += grad_out[c] * out[c];
@@ -132,7 +149,7 @@ void backward_tile(const AttentionBackward<T>& p, const QueryTile& tile, Lanes<T
   for (int64_t j = 0; j < keys; ++j) {
     const T* k = p.k.at(tile.b, tile.h, j);
     const T* v = p.v.at(tile.b, tile.h, j);
-    const Lanes<T> s = scores_of(q, k, dim, p.scale);
+    const Lanes<T> s = with_bias(scores_of(q, k, dim, p.scale), slope, last, j);
     const auto seen = broadcast<T>(static_cast<T>(j)) <= last;
     const Lanes<T> probability = seen ? exp_lanes(s - log_sum_exp) : Lanes<T>{};
     Lanes<T> grad_probability{};

@@ -291,6 +291,15 @@ TEST_CASE("ms.ops.causal_attention is softmax attention written in Lua, with a k
       local masked = scores + (1 - visible:to("float64")) * -1e30
       local written = masked:softmax(4):matmul(v)
       assert(gap(o, written) < 1e-12, "head_dim " .. head_dim)
+      -- ALiBi: head h's score for key j loses slopes[h] · (the query's position − j).
+      local slopes = ms.tensor{ 0.5, 0.125 }:to("float64")
+      local distance = ms.tensor{ { 2, 1, 0, -1, -2 }, { 3, 2, 1, 0, -1 },
+                                  { 4, 3, 2, 1, 0 } }:to("float64")
+      local bias = -(slopes:reshape{ 2, 1, 1 } * distance:reshape{ 1, 3, 5 })
+      local biased = ms.ops.causal_attention{ q = q, k = k, v = v, slopes = slopes }
+      local written_biased = (masked + bias:reshape{ 1, 2, 3, 5 }):softmax(4):matmul(v)
+      assert(gap(biased, written_biased) < 1e-12, "alibi, head_dim " .. head_dim)
+      assert(gap(biased, o) > 1e-3, "alibi changes the output")
     end
   )lua");
 }
@@ -323,4 +332,8 @@ TEST_CASE("ms.ops scans and attention name the argument that is wrong") {
                      "v = q:to('float64') }")
                  .error,
              Contains("option 'v' must have q's dtype and device"));
+  CHECK_THAT(run_lua("local q = ms.zeros{1, 2, 4, 3}; ms.ops.causal_attention{ q = q, k = q, "
+                     "v = q, slopes = ms.zeros{3} }")
+                 .error,
+             Contains("option 'slopes' must be [heads] = [2], got [3]"));
 }

@@ -40,6 +40,10 @@ std::vector<Variant> variants(const std::string& impl) {
     if (entry.negative_eigenvalues) out.push_back({entry.name, {{"negative_eigenvalues", {true}}}});
     if (entry.short_conv) out.push_back({entry.name, {{"short_conv", {int64_t{4}}}}});
   }
+  // ALiBi's bias goes to libtorch's attention as a float mask, another of its paths; relative
+  // positions run composed ops.
+  out.push_back({"gpt", {{"positions", {std::string("alibi")}}}});
+  out.push_back({"gpt", {{"positions", {std::string("relative")}}}});
   for (Variant& v : out) v.options["impl"] = {impl};
   return out;
 }

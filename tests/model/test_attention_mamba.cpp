@@ -51,14 +51,25 @@ Decoder double_decoder(const std::string& mixer, const ExtraOptions& extra) {
   return model;
 }
 
+// Element by element: query i sits at position p = total − length + i; key j > p is masked, and
+// with slopes key j ≤ p loses slopes[h] · (p − j) (ALiBi).
 torch::Tensor explicit_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                 const torch::Tensor& v) {
+                                 const torch::Tensor& v, const std::vector<double>& slopes = {}) {
   const int64_t length = q.size(2);
   const int64_t total = k.size(2);
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(double(q.size(3)));
   for (int64_t i = 0; i < length; ++i) {
+    const int64_t p = total - length + i;
     for (int64_t j = 0; j < total; ++j) {
-      if (j > total - length + i) scores.index_put_({Slice(), Slice(), i, j}, -INFINITY);
+      if (j > p) {
+        scores.index_put_({Slice(), Slice(), i, j}, -INFINITY);
+        continue;
+      }
+      for (size_t h = 0; h < slopes.size(); ++h) {
+        const auto at = scores.index({Slice(), static_cast<int64_t>(h), i, j});
+        scores.index_put_({Slice(), static_cast<int64_t>(h), i, j},
+                          at - slopes[h] * static_cast<double>(p - j));
+      }
     }
   }
   return torch::matmul(torch::softmax(scores, -1), v);
@@ -80,7 +91,8 @@ TEST_CASE("gpt with learned positions refuses to run past max_length, naming the
 }
 
 TEST_CASE("gpt without a table runs past max_length") {
-  const std::string kind = GENERATE(as<std::string>{}, "none", "sinusoidal", "rope");
+  const std::string kind =
+      GENERATE(as<std::string>{}, "none", "sinusoidal", "rope", "alibi", "relative");
   INFO(kind);
   Decoder model =
       make_decoder("gpt", 16, 2, 2, {{"positions", text(kind)}, {"max_length", {int64_t{8}}}});
@@ -88,9 +100,10 @@ TEST_CASE("gpt without a table runs past max_length") {
 }
 
 TEST_CASE("gpt rejects an unknown positions value and lists the valid ones") {
-  CHECK_THROWS_WITH(make_decoder("gpt", 16, 2, 2, {{"positions", text("alibi")}}),
-                    Contains("positions") && Contains("alibi") && Contains("none") &&
-                        Contains("learned") && Contains("sinusoidal") && Contains("rope"));
+  CHECK_THROWS_WITH(make_decoder("gpt", 16, 2, 2, {{"positions", text("xpos")}}),
+                    Contains("positions") && Contains("xpos") && Contains("none") &&
+                        Contains("learned") && Contains("sinusoidal") && Contains("rope") &&
+                        Contains("alibi") && Contains("relative"));
 }
 
 TEST_CASE("gpt rope needs an even head_dim") {
@@ -100,7 +113,8 @@ TEST_CASE("gpt rope needs an even head_dim") {
 }
 
 TEST_CASE("gpt with each kind of positions is causal and chunk-consistent") {
-  const std::string kind = GENERATE(as<std::string>{}, "none", "learned", "sinusoidal", "rope");
+  const std::string kind =
+      GENERATE(as<std::string>{}, "none", "learned", "sinusoidal", "rope", "alibi", "relative");
   INFO(kind);
   Decoder model = double_decoder("gpt", {{"positions", text(kind)}});
   check_causal(model);
@@ -125,6 +139,44 @@ TEST_CASE("causal_attention equals softmax(QKᵀ/sqrt(d) + mask) V, with and wit
   CHECK(torch::allclose(ops::causal_attention(q, k, v), explicit_attention(q, k, v), 1e-12, 1e-12));
 }
 
+TEST_CASE(
+    "causal_attention with ALiBi slopes equals the bias written out, with and without a cache") {
+  torch::manual_seed(8);
+  const std::vector<double> slopes = {0.5, 0.03, 1.7};
+  const torch::Tensor slope_tensor = torch::tensor(slopes, kDouble);
+  // Head sizes 5 (the CPU kernel) and 16 (libtorch's attention with a float mask).
+  for (const int64_t head_dim : {5, 16}) {
+    INFO("head_dim " << head_dim);
+    const torch::Tensor q = torch::randn({2, 3, 4, head_dim}, kDouble);
+    const torch::Tensor k = torch::randn({2, 3, 6, head_dim}, kDouble);
+    const torch::Tensor v = torch::randn({2, 3, 6, head_dim}, kDouble);
+    for (const int64_t cached : {0, 2}) {
+      INFO("cached " << cached);
+      const torch::Tensor own_k = k.narrow(2, 2 - cached, 4 + cached);
+      const torch::Tensor own_v = v.narrow(2, 2 - cached, 4 + cached);
+      const torch::Tensor expected = explicit_attention(q, own_k, own_v, slopes);
+      CHECK(torch::allclose(ops::causal_attention(q, own_k, own_v, slope_tensor), expected, 1e-12,
+                            1e-12));
+      CHECK(torch::allclose(ops::causal_attention_reference(q, own_k, own_v, slope_tensor),
+                            expected, 1e-12, 1e-12));
+      // The bias changes the output: it is not silently dropped.
+      CHECK_FALSE(torch::allclose(expected, explicit_attention(q, own_k, own_v), 1e-3, 1e-3));
+    }
+  }
+}
+
+TEST_CASE("alibi_slopes are Press et al.'s, for a power of two and between") {
+  // 8 heads: 2^-1 .. 2^-8. 6 heads: the 4 of 4 heads (2^-2, 2^-4, 2^-6, 2^-8), then the first
+  // and third of 8 heads' (2^-1, 2^-3).
+  const std::vector<double> eight = {0.5,     0.25,    0.125,    0.0625,
+                                     1. / 32, 1. / 64, 1. / 128, 1. / 256};
+  CHECK(torch::equal(ops::alibi_slopes(8), torch::tensor(eight, kDouble)));
+  const std::vector<double> six = {0.25, 1. / 16, 1. / 64, 1. / 256, 0.5, 0.125};
+  CHECK(torch::equal(ops::alibi_slopes(6), torch::tensor(six, kDouble)));
+  CHECK(torch::equal(ops::alibi_slopes(1), torch::tensor(std::vector<double>{1. / 256}, kDouble)));
+  CHECK_THROWS(ops::alibi_slopes(0));
+}
+
 TEST_CASE("causal_attention_reference equals softmax(QKᵀ/sqrt(d) + mask) V, with a cache") {
   torch::manual_seed(5);
   const torch::Tensor q = torch::randn({2, 3, 4, 5}, kDouble);
@@ -138,13 +190,14 @@ namespace {
 
 // Outputs and the gradients of Σ o ⊙ w for q, k and v, through the kernel or the composed ops.
 std::vector<torch::Tensor> attention_with_grads(const torch::Tensor& q, const torch::Tensor& k,
-                                                const torch::Tensor& v, bool use_fused) {
+                                                const torch::Tensor& v, bool use_fused,
+                                                const torch::Tensor& slopes = {}) {
   std::vector<torch::Tensor> leaves = {q.detach().clone().requires_grad_(),
                                        k.detach().clone().requires_grad_(),
                                        v.detach().clone().requires_grad_()};
-  const torch::Tensor out = use_fused
-                                ? ops::causal_attention_kernel(leaves[0], leaves[1], leaves[2])
-                                : ops::causal_attention_reference(leaves[0], leaves[1], leaves[2]);
+  const torch::Tensor out =
+      use_fused ? ops::causal_attention_kernel(leaves[0], leaves[1], leaves[2], slopes)
+                : ops::causal_attention_reference(leaves[0], leaves[1], leaves[2], slopes);
   torch::manual_seed(97);  // the same weights for both (randn_like would follow out's strides)
   (out * torch::randn(out.sizes(), out.options())).sum().backward();
   return {out.detach(), leaves[0].grad(), leaves[1].grad(), leaves[2].grad()};
@@ -160,16 +213,18 @@ TEST_CASE("fused causal attention matches the composed ops: outputs and gradient
   const int64_t head_dim = GENERATE(4, 5, 16);
   const int64_t queries = GENERATE(1, 7, 33);
   const int64_t cached = GENERATE(0, 3);
+  const bool alibi = GENERATE(false, true);
   INFO("dtype " << dtype << ", head_dim " << head_dim << ", queries " << queries << ", cached "
-                << cached);
+                << cached << ", alibi " << alibi);
   torch::manual_seed(6);
   const auto options = torch::TensorOptions().dtype(dtype);
   // q as the strided head view of a projection, as the gpt mixer hands it over.
   const torch::Tensor q = torch::randn({2, queries, 3, head_dim}, options).mul(2).transpose(1, 2);
   const torch::Tensor k = torch::randn({2, 3, cached + queries, head_dim}, options);
   const torch::Tensor v = torch::randn({2, 3, cached + queries, head_dim}, options);
-  const auto fused_result = attention_with_grads(q, k, v, true);
-  const auto reference = attention_with_grads(q, k, v, false);
+  const torch::Tensor slopes = alibi ? ops::alibi_slopes(3).to(dtype) : torch::Tensor();
+  const auto fused_result = attention_with_grads(q, k, v, true, slopes);
+  const auto reference = attention_with_grads(q, k, v, false, slopes);
   const char* names[] = {"out", "grad q", "grad k", "grad v"};
   for (size_t i = 0; i < reference.size(); ++i) {
     INFO(names[i]);
@@ -192,7 +247,7 @@ TEST_CASE("fused causal attention gives the same bits with one thread and two") 
 }
 
 TEST_CASE("the gpt mixer, fused and reference, gives the same outputs and gradients") {
-  const std::string positions = GENERATE(as<std::string>{}, "learned", "rope");
+  const std::string positions = GENERATE(as<std::string>{}, "learned", "rope", "alibi");
   // Head size 4 runs the attention kernel, 16 libtorch's scaled_dot_product_attention.
   const int64_t d_model = GENERATE(8, 32);
   INFO(positions << ", d_model " << d_model << " in 2 heads");
@@ -230,6 +285,62 @@ TEST_CASE("the gpt mixer equals attention written out from its weights") {
   const torch::Tensor k = heads(qkv.narrow(2, 6, 6));
   const torch::Tensor v = heads(qkv.narrow(2, 12, 6));
   const torch::Tensor merged = explicit_attention(q, k, v).transpose(1, 2).reshape({2, 4, 6});
+  const torch::Tensor expected =
+      torch::matmul(merged, parameters["output.weight"].t()) + parameters["output.bias"];
+  CHECK(torch::allclose(mixer->forward(x), expected, 1e-12, 1e-12));
+}
+
+TEST_CASE(
+    "gpt with relative positions equals Transformer-XL's scores written out from its weights") {
+  Options options("gpt test");
+  options.set("positions", text("relative"));
+  const int64_t d_model = 6, heads = 2, head_dim = 3, length = 5;
+  const MixerContext context{d_model, heads, 1};
+  Mixer mixer = make_mixer("gpt", context, options);
+  mixer->to(torch::kDouble);
+  torch::manual_seed(9);
+  const torch::Tensor x = torch::randn({2, length, d_model}, kDouble);
+  auto parameters = mixer->named_parameters();
+  {
+    // The biases start near zero; larger ones make a wrong sign or index visible.
+    torch::NoGradGuard no_grad;
+    parameters["content_bias"].normal_(0.0, 1.0);
+    parameters["position_bias"].normal_(0.0, 1.0);
+    parameters["relative.weight"].normal_(0.0, 1.0);
+  }
+  const torch::Tensor qkv = torch::matmul(x, parameters["qkv.weight"].t()) + parameters["qkv.bias"];
+  const torch::Tensor u = parameters["content_bias"], w = parameters["position_bias"];
+  const torch::Tensor W_r = parameters["relative.weight"];
+  torch::Tensor merged = torch::zeros({2, length, d_model}, kDouble);
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      auto part = [&](int64_t which, int64_t t) {
+        return qkv[b][t].narrow(0, which * d_model + h * head_dim, head_dim);
+      };
+      for (int64_t i = 0; i < length; ++i) {
+        std::vector<double> scores;
+        for (int64_t j = 0; j <= i; ++j) {
+          // R_d: sin(d / 10000^(2m/6)) at 2m, cos at 2m + 1.
+          torch::Tensor R = torch::zeros({d_model}, kDouble);
+          for (int64_t m = 0; m < d_model / 2; ++m) {
+            const double angle = double(i - j) / std::pow(10000.0, 2.0 * m / d_model);
+            R[2 * m] = std::sin(angle);
+            R[2 * m + 1] = std::cos(angle);
+          }
+          const torch::Tensor relative_key =
+              torch::matmul(W_r, R).narrow(0, h * head_dim, head_dim);
+          const double s =
+              ((part(0, i) + u[h]).dot(part(1, j)) + (part(0, i) + w[h]).dot(relative_key))
+                  .item<double>();
+          scores.push_back(s / std::sqrt(double(head_dim)));
+        }
+        const torch::Tensor p = torch::softmax(torch::tensor(scores, kDouble), 0);
+        torch::Tensor o = torch::zeros({head_dim}, kDouble);
+        for (int64_t j = 0; j <= i; ++j) o += p[j] * part(2, j);
+        merged[b][i].narrow(0, h * head_dim, head_dim).copy_(o);
+      }
+    }
+  }
   const torch::Tensor expected =
       torch::matmul(merged, parameters["output.weight"].t()) + parameters["output.bias"];
   CHECK(torch::allclose(mixer->forward(x), expected, 1e-12, 1e-12));

@@ -10,7 +10,8 @@ namespace memscript {
 
 namespace {
 
-const std::vector<std::string> kPositionKinds = {"none", "learned", "sinusoidal", "rope"};
+const std::vector<std::string> kPositionKinds = {"none", "learned", "sinusoidal",
+                                                 "rope", "alibi",   "relative"};
 
 // Angles are formed in float64 so that float32 models at long positions still get accurate
 // sines; only the finished table is cast down.
@@ -51,6 +52,17 @@ GptMixerImpl::GptMixerImpl(const MixerContext& context, Options& options)
     // 1/sqrt(2) is the sinusoidal table's RMS, so both kinds start at the same strength.
     table_.normal_(0.0, std::sqrt(0.5));
   }
+  if (positions_ == "alibi") slopes_ = ops::alibi_slopes(heads_);
+  if (positions_ == "relative") {
+    // Transformer-XL's initialisation, as Delétang et al.'s: the biases at normal(0, 0.02).
+    content_bias_ = register_parameter("content_bias", torch::empty({heads_, head_dim_}));
+    position_bias_ = register_parameter("position_bias", torch::empty({heads_, head_dim_}));
+    content_bias_.normal_(0.0, 0.02);
+    position_bias_.normal_(0.0, 0.02);
+    relative_ = register_module(
+        "relative", torch::nn::Linear(torch::nn::LinearOptions(d_model_, inner).bias(false)));
+    relative_->weight.normal_(0.0, 0.02);  // as q, k and v's projection
+  }
 }
 
 void GptMixerImpl::check_length(int64_t position, int64_t length) const {
@@ -61,7 +73,8 @@ void GptMixerImpl::check_length(int64_t position, int64_t length) const {
                   std::to_string(length) + " tokens after " + std::to_string(position) +
                   ", which needs learned positions up to " + std::to_string(end) +
                   "; raise max_length to at least " + std::to_string(end) +
-                  ", or use positions = \"sinusoidal\" or \"rope\", which have no limit");
+                  ", or use positions = \"sinusoidal\", \"rope\", \"alibi\" or \"relative\", "
+                  "which have no limit");
 }
 
 torch::Tensor GptMixerImpl::add_positions(const torch::Tensor& x, int64_t position) const {
@@ -88,13 +101,40 @@ MixerOutput GptMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
     k = torch::cat({state.tensors.at(0), k}, 2);
     v = torch::cat({state.tensors.at(1), v}, 2);
   }
-  const torch::Tensor merged = merge_heads(attend(q, k, v));
+  const torch::Tensor merged =
+      merge_heads(positions_ == "relative" ? attend_relative(q, k, v) : attend(q, k, v));
   return {ops::linear(output_, merged), {{k, v}, state.position + length}};
 }
 
 torch::Tensor GptMixerImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                    const torch::Tensor& v) const {
-  return impl_.fused ? ops::causal_attention(q, k, v) : ops::causal_attention_reference(q, k, v);
+  const torch::Tensor slopes =
+      slopes_.defined() ? slopes_.to(q.device(), q.scalar_type()) : torch::Tensor();
+  return impl_.fused ? ops::causal_attention(q, k, v, slopes)
+                     : ops::causal_attention_reference(q, k, v, slopes);
+}
+
+// Scores by distance first, one row per distance 0 .. keys − 1, then gathered to each (query,
+// key) pair: the table is keys rows long, not queries × keys.
+torch::Tensor GptMixerImpl::attend_relative(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& v) const {
+  const int64_t queries = q.size(2), keys = k.size(2);
+  const torch::Tensor u = content_bias_.view({1, heads_, 1, head_dim_});
+  const torch::Tensor w = position_bias_.view({1, heads_, 1, head_dim_});
+  const torch::Tensor content = torch::matmul(q + u, k.transpose(-1, -2));
+  // W_r R_d for d = 0 .. keys − 1, as [heads, distance, head_dim].
+  const torch::Tensor table = sinusoidal_positions(0, keys, d_model_, q.options());
+  const torch::Tensor relative_keys =
+      torch::matmul(table, relative_->weight.t()).view({keys, heads_, head_dim_}).transpose(0, 1);
+  const torch::Tensor by_distance = torch::matmul(q + w, relative_keys.transpose(-1, -2));
+  const auto index = torch::TensorOptions().dtype(torch::kLong).device(q.device());
+  const torch::Tensor query_positions = torch::arange(keys - queries, keys, index).unsqueeze(1);
+  const torch::Tensor distance = query_positions - torch::arange(keys, index).unsqueeze(0);
+  const torch::Tensor future = distance < 0;
+  const torch::Tensor gathered =
+      by_distance.gather(-1, distance.clamp_min(0).expand({q.size(0), heads_, queries, keys}));
+  const torch::Tensor scores = (content + gathered) / std::sqrt(static_cast<double>(head_dim_));
+  return torch::matmul(torch::softmax(scores.masked_fill(future, -INFINITY), -1), v);
 }
 
 nlohmann::json GptMixerImpl::config() const {

@@ -10,7 +10,15 @@ namespace memscript {
 //   u = x + P[position .. position + L)        learned or sinusoidal positions, else u = x
 //   q, k, v = split(W_qkv u + b)               each [B, H, L, head_dim]
 //   q, k = rope(q), rope(k)                    positions = "rope" only
-//   o = softmax(q kᵀ / sqrt(head_dim) + M) v   M = 0 where key <= query, −inf after
+//   o = softmax(q kᵀ / sqrt(head_dim) + B + M) v
+//                                              M = 0 where key <= query, −inf after;
+//                                              B = −m_h (query − key), positions = "alibi" only
+//
+// positions = "relative" (Transformer-XL, Dai et al. 2019, as Delétang et al.'s transformer has
+// it) replaces the scores: with d = query − key, R_d the sin/cos table's row d (width d_model),
+//   s = ((q + u_h) · k + (q + w_h) · (W_r R_d)_h) / sqrt(head_dim)
+// u, w [heads, head_dim] learned biases, W_r a learned projection without bias. It runs
+// composed libtorch ops (whatever impl says): O(queries · keys) memory per head.
 //   y = W_o concat_heads(o) + b_o
 //
 // Positions belong to this mixer, not to the decoder: they are added to the mixer's own input
@@ -21,7 +29,13 @@ namespace memscript {
 // Options:
 //   heads       the decoder's heads
 //   head_dim    per-head width (default d_model / heads)
-//   positions   "none" | "learned" | "sinusoidal" | "rope" (default "learned")
+//   positions   "none" | "learned" | "sinusoidal" | "rope" | "alibi" | "relative"
+//               (default "learned").
+//               "alibi" (Press et al.) adds no table: each head h penalizes a key by its
+//               distance to the query, slope m_h from ops::alibi_slopes(heads), as in Press et
+//               al.'s code and Delétang et al.'s transformer (which, being an encoder, also
+//               biases later keys; memscript's mixer is causal and sees none).
+//               "relative": Transformer-XL's relative scores, above.
 //   max_length  rows of the learned table (default 1024); running past it is an error.
 //               The table starts at normal(0, 1/sqrt(2)), the sinusoidal table's scale, since
 //               it is added to a unit-scale LayerNorm output rather than to an embedding.
@@ -44,6 +58,8 @@ class GptMixerImpl : public MixerImpl {
   torch::Tensor add_positions(const torch::Tensor& x, int64_t position) const;
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k,
                        const torch::Tensor& v) const;
+  torch::Tensor attend_relative(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v) const;
   void check_length(int64_t position, int64_t length) const;
 
   std::string where_;  // the options' context, to prefix errors raised in forward()
@@ -56,7 +72,11 @@ class GptMixerImpl : public MixerImpl {
   Impl impl_;
   torch::nn::Linear qkv_{nullptr};
   torch::nn::Linear output_{nullptr};
-  torch::Tensor table_;  // learned positions [max_length, d_model]; undefined otherwise
+  torch::Tensor table_;   // learned positions [max_length, d_model]; undefined otherwise
+  torch::Tensor slopes_;  // ALiBi's slopes [heads], float64 on the CPU; undefined otherwise
+  // positions = "relative": u, w [heads, head_dim] and W_r; undefined otherwise.
+  torch::Tensor content_bias_, position_bias_;
+  torch::nn::Linear relative_{nullptr};
 };
 
 Mixer make_gpt_mixer(const MixerContext& context, Options& options);

@@ -4,26 +4,34 @@
 
 namespace memscript::ops {
 
-// softmax(q kᵀ / sqrt(head_dim) + causal mask) v for q [batch, heads, queries, head_dim] and k, v
-// [.., keys, head_dim] with keys ≥ queries: the queries are the last of the keys' positions, so
-// query i sees keys 0 .. keys − queries + i (a cache of earlier keys before them).
+// softmax(q kᵀ / sqrt(head_dim) + B + causal mask) v for q [batch, heads, queries, head_dim] and
+// k, v [.., keys, head_dim] with keys ≥ queries: the queries are the last of the keys' positions,
+// so query i sees keys 0 .. p_i = keys − queries + i (a cache of earlier keys before them).
+// B_hij = −slopes_h · (p_i − j), ALiBi's linear bias, where slopes [heads] is given (a constant:
+// no gradient flows to it); B = 0 where slopes is undefined.
 //
 // causal_attention() runs causal_attention_kernel() where that kernel takes the tensors and is
 // the faster choice (CPU float32/float64 up to kMaxKernelHeadDim), and libtorch's own fused
 // scaled_dot_product_attention otherwise: unlike the recurrences, attention has a fast libtorch
 // op for every dtype and device, so that, not the reference, is the fallback.
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k,
-                               const torch::Tensor& v);
+                               const torch::Tensor& v, const torch::Tensor& slopes = {});
 
 // kernels/causal_attention/ as one autograd node, at any head size (the tests, the bench). CPU
 // float32/float64 only. Returns a [batch, heads, queries, head_dim] view of a [batch, queries,
 // heads, head_dim] tensor, so merging the heads needs no copy.
 torch::Tensor causal_attention_kernel(const torch::Tensor& q, const torch::Tensor& k,
-                                      const torch::Tensor& v);
+                                      const torch::Tensor& v, const torch::Tensor& slopes = {});
 
-// Written out: scores, mask, softmax, weighted sum (impl = "reference", and the tests' oracle).
+// Written out: scores, bias, mask, softmax, weighted sum (impl = "reference", and the tests'
+// oracle).
 torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
-                                         const torch::Tensor& v);
+                                         const torch::Tensor& v, const torch::Tensor& slopes = {});
+
+// ALiBi's slopes for `heads` heads, as Press et al.'s code computes them: 2^(−8i/n) for
+// i = 1 .. n when heads = n is a power of two; otherwise those of the power of two n below
+// heads, then every other slope of 2n's, from the first, for the rest. float64 [heads].
+torch::Tensor alibi_slopes(int64_t heads);
 
 // Up to this head size the kernel beats libtorch's CPU flash attention, whose BLAS calls per
 // block of queries cost more than their arithmetic at such sizes; at head size 16 (preset small)
