@@ -9,11 +9,13 @@
 -- seeds as the paper reports (it also maxes over 3 learning rates; here one, lr 1e-3). The
 -- arithmetic sequence counts its '=' cell, so its lengths are one longer (2..41, 42..501). Models:
 -- the LSTM (1 layer, d_model 256 as the paper's hidden size) and memscript's causal GPT (5 layers,
--- d_model 64, 8 heads, the paper's encoder sizes) with each of its position kinds. Paper budget:
+-- d_model 64, 8 heads, the paper's encoder sizes) with each of its position kinds (the paper's
+-- five less relative encodings, which memscript lacks, plus learned positions). Paper budget:
 -- 1,000,000 steps at batch 128; here `steps` (README.md says what that changes).
 --
 --   build/memscript experiments/chomsky-regular/chomsky-regular.lua
 --   build/memscript --set quick=true experiments/chomsky-regular/chomsky-regular.lua
+--   build/memscript --set models=gpt-relative --set tasks=cycle_navigation ...  (a part of it)
 local quick = ms.param("quick", false)
 local steps = quick and 20 or ms.param("steps", 3000)
 local batch = quick and 16 or ms.param("batch", 128)
@@ -30,9 +32,26 @@ local models = {
   ["gpt-sinusoidal"] = { mixer = "gpt", positions = "sinusoidal" },
   ["gpt-learned"] = { mixer = "gpt", positions = "learned" },
   ["gpt-rope"] = { mixer = "gpt", positions = "rope" },
+  ["gpt-alibi"] = { mixer = "gpt", positions = "alibi" },
+  ["gpt-relative"] = { mixer = "gpt", positions = "relative" },
 }
-local model_names = { "lstm", "gpt-none", "gpt-sinusoidal", "gpt-learned", "gpt-rope" }
-local task_names = { "parity", "even_pairs", "cycle_navigation", "arithmetic" }
+local all_models = { "lstm", "gpt-none", "gpt-sinusoidal", "gpt-learned", "gpt-rope",
+                     "gpt-alibi", "gpt-relative" }
+local all_tasks = { "parity", "even_pairs", "cycle_navigation", "arithmetic" }
+
+-- --set models=… / tasks=… run a part of the table; each name must be one of the above.
+local function chosen(key, all, known)
+  local names = ms.param(key, all)
+  for _, name in ipairs(names) do
+    if not known[name] then
+      error(string.format("--set %s: unknown name '%s' (known: %s)", key, name,
+                          table.concat(all, ", ")), 0)
+    end
+  end
+  return names
+end
+local model_names = chosen("models", all_models, models)
+local task_names = chosen("tasks", all_tasks, tasks)
 
 local function build(name, task, seed)
   local m = models[name]
@@ -81,6 +100,23 @@ for _, range in ipairs(report.ranges) do
   found[range.labels.task .. "/" .. range.line] = range.accuracy
 end
 
+-- The table holds every model and task with a run in the folder, whether this invocation ran it
+-- or an earlier one did: a part run with --set models=… adds its rows to the same table.
+local function with_runs(names, part)
+  local out = {}
+  for _, name in ipairs(names) do
+    for key in pairs(found) do
+      if part(key) == name then
+        out[#out + 1] = name
+        break
+      end
+    end
+  end
+  return out
+end
+local table_models = with_runs(all_models, function(key) return key:match("/(.*)$") end)
+local table_tasks = with_runs(all_tasks, function(key) return key:match("^(.-)/") end)
+
 local function percent(stats)
   if not stats then return "–" end
   if not stats.low then return string.format("%.1f (n = 1)", 100 * stats.mean) end
@@ -91,7 +127,7 @@ end
 -- The best gpt of each task, by its best seed: the paper's maximum over encodings.
 local function best_gpt(task)
   local best, name = nil, nil
-  for _, model in ipairs(model_names) do
+  for _, model in ipairs(table_models) do
     local stats = found[task .. "/" .. model]
     if model ~= "lstm" and stats and (not best or stats.max > best.max) then
       best, name = stats, model
@@ -103,21 +139,21 @@ end
 if #report.ranges > 0 and not ms.dry_run then
   local header = { "| model |" }
   local rule = { "| --- |" }
-  for _, task in ipairs(task_names) do
+  for _, task in ipairs(table_tasks) do
     header[#header + 1] = " " .. task .. ": paper | memscript |"
     rule[#rule + 1] = " --- | --- |"
   end
   local rows = { table.concat(header), table.concat(rule) }
-  for _, model in ipairs(model_names) do
+  for _, model in ipairs(table_models) do
     local cells = { "| " .. model .. " |" }
-    for _, task in ipairs(task_names) do
+    for _, task in ipairs(table_tasks) do
       local reference = model == "lstm" and paper.lstm[task] or ""
       cells[#cells + 1] = " " .. reference .. " | " .. percent(found[task .. "/" .. model]) .. " |"
     end
     rows[#rows + 1] = table.concat(cells)
   end
   local cells = { "| transformer: best position kind |" }
-  for _, task in ipairs(task_names) do
+  for _, task in ipairs(table_tasks) do
     local stats, name = best_gpt(task)
     cells[#cells + 1] = " " .. paper.transformer[task] .. " | " .. percent(stats) ..
                         (name and " (" .. name .. ")" or "") .. " |"

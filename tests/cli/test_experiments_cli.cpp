@@ -96,10 +96,38 @@ TEST_CASE("experiment grazzi-s5 runs end to end in its quick variant") {
 
 TEST_CASE("experiment chomsky-regular runs end to end in its quick variant, with Table 2") {
   TempDir cwd;
-  run_quick({"chomsky-regular", 20}, cwd);
+  run_quick({"chomsky-regular", 28}, cwd);
   const std::string table = read_file(cwd.path() / "out/chomsky-regular/report/table2.md");
-  CHECK_THAT(table, Contains("| lstm | 100 | ") &&
+  CHECK_THAT(table, Contains("| lstm | 100 | ") && Contains("| gpt-alibi | ") &&
+                        Contains("| gpt-relative | ") &&
                         Contains("| transformer: best position kind | 52.0 | "));
+}
+
+TEST_CASE("experiment chomsky-regular runs a part of its table and names an unknown model") {
+  TempDir cwd;
+  const std::string script =
+      std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/chomsky-regular/chomsky-regular.lua";
+  const auto part = run_process(MEMSCRIPT_BINARY,
+                                {"--quiet", "--threads", "1", "--set", "quick=true", "--set",
+                                 "models=gpt-relative", "--set", "tasks=cycle_navigation,parity",
+                                 "--out", "out", script},
+                                cwd.path());
+  INFO(part.out << part.err);
+  REQUIRE(part.exit_code == 0);
+  int runs = 0;
+  for (const auto& entry : fs::directory_iterator(cwd.path() / "out/chomsky-regular")) {
+    if (!fs::is_regular_file(entry.path() / "status")) continue;
+    CHECK_THAT(entry.path().filename().string(), Contains("model=gpt-relative"));
+    ++runs;
+  }
+  CHECK(runs == 2);
+  const auto unknown = run_process(
+      MEMSCRIPT_BINARY, {"--quiet", "--set", "models=gpt-xl", "--out", "out2", script},
+      cwd.path());
+  CHECK(unknown.exit_code == 1);
+  CHECK_THAT(unknown.err, Contains("--set models: unknown name 'gpt-xl'") &&
+                              Contains("gpt-alibi, gpt-relative"));
+  CHECK_FALSE(fs::exists(cwd.path() / "out2/chomsky-regular"));
 }
 
 TEST_CASE("experiment chomsky-regular's lstm-budget.lua runs end to end in its quick variant") {
