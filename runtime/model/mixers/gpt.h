@@ -13,13 +13,13 @@ namespace memscript {
 //   o = softmax(q kᵀ / sqrt(head_dim) + B + M) v
 //                                              M = 0 where key <= query, −inf after;
 //                                              B = −m_h (query − key), positions = "alibi" only
+//   y = W_o concat_heads(o) + b_o
 //
 // positions = "relative" (Transformer-XL, Dai et al. 2019, as Delétang et al.'s transformer has
 // it) replaces the scores: with d = query − key, R_d the sin/cos table's row d (width d_model),
 //   s = ((q + u_h) · k + (q + w_h) · (W_r R_d)_h) / sqrt(head_dim)
 // u, w [heads, head_dim] learned biases, W_r a learned projection without bias. It runs
 // composed libtorch ops (whatever impl says): O(queries · keys) memory per head.
-//   y = W_o concat_heads(o) + b_o
 //
 // Positions belong to this mixer, not to the decoder: they are added to the mixer's own input
 // (after the block's LayerNorm) and feed only q, k and v, never the residual stream. Each gpt
@@ -42,7 +42,7 @@ namespace memscript {
 //   rope_base   the rotary frequency base (default 10000)
 //   impl        "fused" (default): ops::causal_attention (kernels/causal_attention/ on the CPU
 //               up to head_dim 8, libtorch's scaled_dot_product_attention otherwise);
-//               "reference": ops::causal_attention_reference, softmax(q kᵀ / sqrt(d) + M) v
+//               "reference": ops::causal_attention_reference, softmax(q kᵀ / sqrt(d) + B + M) v
 //               from composed ops, the oracle
 //
 // State: {k, v}, each [B, H, T, head_dim], the keys and values of the T tokens seen so far
