@@ -108,10 +108,9 @@ MixerOutput GptMixerImpl::forward(const torch::Tensor& x, const MixerState& stat
 
 torch::Tensor GptMixerImpl::attend(const torch::Tensor& q, const torch::Tensor& k,
                                    const torch::Tensor& v) const {
-  const torch::Tensor slopes =
-      slopes_.defined() ? slopes_.to(q.device(), q.scalar_type()) : torch::Tensor();
-  return impl_.fused ? ops::causal_attention(q, k, v, slopes)
-                     : ops::causal_attention_reference(q, k, v, slopes);
+  // The ops take the slopes in any dtype and on any device: they convert them where they use them.
+  return impl_.fused ? ops::causal_attention(q, k, v, slopes_)
+                     : ops::causal_attention_reference(q, k, v, slopes_);
 }
 
 // Scores by distance first, one row per distance 0 .. keys − 1, then gathered to each (query,
@@ -126,9 +125,7 @@ torch::Tensor GptMixerImpl::attend_relative(const torch::Tensor& q, const torch:
   const torch::Tensor relative_keys =
       torch::matmul(table, relative_->weight.t()).view({keys, heads_, head_dim_}).transpose(0, 1);
   const torch::Tensor by_distance = torch::matmul(q + w, relative_keys.transpose(-1, -2));
-  const auto index = torch::TensorOptions().dtype(torch::kLong).device(q.device());
-  const torch::Tensor query_positions = torch::arange(keys - queries, keys, index).unsqueeze(1);
-  const torch::Tensor distance = query_positions - torch::arange(keys, index).unsqueeze(0);
+  const torch::Tensor distance = ops::query_key_distances(queries, keys, q.device());
   // In place from here: at the Chomsky tasks' 500 positions these are the largest tensors of the
   // model, and neither the products nor the sum are needed by the backward.
   torch::Tensor scores = torch::matmul(q + u, k.transpose(-1, -2));

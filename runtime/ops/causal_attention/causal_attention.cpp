@@ -108,16 +108,13 @@ class CausalAttentionFunction : public torch::autograd::Function<CausalAttention
 torch::Tensor alibi_bias(const torch::Tensor& slopes, int64_t queries, int64_t keys,
                          const torch::TensorOptions& options) {
   const auto f64 = torch::TensorOptions().dtype(torch::kDouble).device(options.device());
-  const torch::Tensor offsets =
-      torch::arange(keys, f64).unsqueeze(0) - torch::arange(keys - queries, keys, f64).unsqueeze(1);
-  return (slopes.to(f64).view({-1, 1, 1}) * offsets).to(options.dtype());
+  const torch::Tensor distances = query_key_distances(queries, keys, options.device()).to(f64);
+  return (slopes.to(f64).view({-1, 1, 1}) * -distances).to(options.dtype());
 }
 
 // Where query i (row) must not see key j (column): j > p_i.
 torch::Tensor future_keys(int64_t queries, int64_t keys, const torch::Device& device) {
-  const auto index = torch::TensorOptions().dtype(torch::kLong).device(device);
-  return torch::arange(keys, index).unsqueeze(0) >
-         torch::arange(keys - queries, keys, index).unsqueeze(1);
+  return query_key_distances(queries, keys, device) < 0;
 }
 
 }  // namespace
@@ -137,8 +134,9 @@ torch::Tensor causal_attention_kernel(const torch::Tensor& q, const torch::Tenso
               "fused causal attention: slopes must be [heads] = [", q.size(1), "], got ",
               slopes.sizes());
   const torch::Tensor qc = width_contiguous(q), kc = width_contiguous(k), vc = width_contiguous(v);
-  const torch::Tensor sc =
-      slopes.defined() ? slopes.detach().to(q.scalar_type()).contiguous() : torch::Tensor();
+  const torch::Tensor sc = slopes.defined()
+                               ? slopes.detach().to(q.device(), q.scalar_type()).contiguous()
+                               : torch::Tensor();
   const bool needs_grad = torch::GradMode::is_enabled() &&
                           (q.requires_grad() || k.requires_grad() || v.requires_grad());
   if (!needs_grad) return run_forward(qc, kc, vc, sc, false).out.transpose(1, 2);
@@ -174,6 +172,12 @@ torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Te
   const torch::Tensor masked =
       scores.masked_fill(future_keys(length, total, q.device()), -INFINITY);
   return torch::matmul(torch::softmax(masked, -1), v);
+}
+
+torch::Tensor query_key_distances(int64_t queries, int64_t keys, const torch::Device& device) {
+  const auto index = torch::TensorOptions().dtype(torch::kLong).device(device);
+  return torch::arange(keys - queries, keys, index).unsqueeze(1) -
+         torch::arange(keys, index).unsqueeze(0);
 }
 
 torch::Tensor alibi_slopes(int64_t heads) {

@@ -28,6 +28,11 @@ torch::Tensor causal_attention_kernel(const torch::Tensor& q, const torch::Tenso
 torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
                                          const torch::Tensor& v, const torch::Tensor& slopes = {});
 
+// p_i − j for query i (row) and key j (column) in the causal_attention() layout, int64
+// [queries, keys] on `device`: negative where key j is in query i's future. What ALiBi's bias and
+// relative positions (the gpt mixer) are functions of.
+torch::Tensor query_key_distances(int64_t queries, int64_t keys, const torch::Device& device);
+
 // ALiBi's slopes for `heads` heads, as Press et al.'s code computes them: 2^(−8i/n) for
 // i = 1 .. n when heads = n is a power of two; otherwise those of the power of two n below
 // heads, then every other slope of 2n's, from the first, for the rest. float64 [heads].
