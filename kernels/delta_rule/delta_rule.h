@@ -30,6 +30,7 @@
 // stores no checkpoint: it keeps only the running S (dv·dk per head), held in state_out.
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/cuda_device.h"
 #include "kernels/common/fixed_dims.h"
@@ -55,6 +56,10 @@ struct DeltaRuleShape {
     return (length + checkpoint_every - 1) / checkpoint_every;
   }
   MS_HOST_DEVICE int64_t decay_width() const { return key_decay ? key_dim : 1; }
+  // The end of the checkpoint segment that starts at token `start`.
+  MS_HOST_DEVICE int64_t segment_end(int64_t start) const {
+    return start + checkpoint_every < length ? start + checkpoint_every : length;
+  }
   // Acc elements of backward workspace one head needs: the state gradient, the states of one
   // segment, and the gradients of q_t, k_t and a key decay being summed over rows.
   MS_HOST_DEVICE int64_t workspace_per_head() const {
@@ -113,21 +118,28 @@ struct UniformDecayGrad {
 template <typename N>
 struct KeyDecayGrad {
   N* sums;
-  MS_HOST_DEVICE void add(int64_t j, N x) const { sums[j] += x; }
+  int64_t stride = 1;  // sum j at sums[j · stride]
+  MS_HOST_DEVICE void add(int64_t j, N x) const { sums[j * stride] += x; }
 };
+
+// The row bodies below find element j of a row at j · stride: 1 where a row is contiguous (the
+// CPU), the number of rows where rows are interleaved (the CUDA backward's workspace, whose
+// warps then read consecutive addresses). The bodies are inlined, so a stride of 1 costs
+// nothing.
 
 // One token on one row of S: s_j ← α_j s_j, then s ← s + β (v − s·k) k, or s ← s + β v k
 // without Erase. `alpha(j)` is α_j (UniformDecay, or the key decay's column j).
 template <bool Erase, typename N, typename Key, typename Decay>
 MS_HOST_DEVICE MS_INLINE void delta_rule_row_step(N* s, const Key& k, N value, N beta,
-                                                  const Decay& alpha, int64_t key_dim) {
+                                                  const Decay& alpha, int64_t key_dim,
+                                                  int64_t stride = 1) {
   N recalled{};
   for (int64_t j = 0; j < key_dim; ++j) {
-    s[j] *= alpha(j);
-    if constexpr (Erase) recalled += s[j] * k(j);
+    s[j * stride] *= alpha(j);
+    if constexpr (Erase) recalled += s[j * stride] * k(j);
   }
   const N correction = Erase ? beta * (value - recalled) : beta * value;
-  for (int64_t j = 0; j < key_dim; ++j) s[j] += correction * k(j);
+  for (int64_t j = 0; j < key_dim; ++j) s[j * stride] += correction * k(j);
 }
 
 // o_t[i] = s·q for one row s of S_t.
@@ -143,32 +155,36 @@ MS_HOST_DEVICE MS_INLINE N delta_rule_row_output(const N* s, const Query& q, int
 // terms to ∂q_t, ∂k_t, ∂β_t and ∂α_t, leaves ds_i holding the gradient of S_{t-1}'s row, and
 // returns ∂v_t[i]. The recalled sum is the forward's, so that the error below is the forward's.
 // `grad_alpha.add(j, x)` takes α_j's terms (UniformDecayGrad or KeyDecayGrad). The five arrays
-// never overlap (restrict: the loops over j vectorize without alias checks).
+// never overlap (restrict: the loops over j vectorize without alias checks). dsi, before and
+// after hold element j at j · row_stride; grad_q and grad_k at j · grad_stride.
 template <bool Erase, typename N, typename Vec, typename Decay, typename DecayGrad>
 MS_HOST_DEVICE MS_INLINE N delta_rule_row_backward(
     N* __restrict__ dsi, const N* __restrict__ before, const N* __restrict__ after, const Vec& q,
     const Vec& k, N value, N grad_output, N beta, const Decay& alpha, int64_t key_dim,
-    N* __restrict__ grad_q, N* __restrict__ grad_k, N& grad_beta, const DecayGrad& grad_alpha) {
+    N* __restrict__ grad_q, N* __restrict__ grad_k, N& grad_beta, const DecayGrad& grad_alpha,
+    int64_t row_stride = 1, int64_t grad_stride = 1) {
   N recalled{}, ds_k{};
   for (int64_t j = 0; j < key_dim; ++j) {
-    dsi[j] += grad_output * q(j);
-    grad_q[j] += grad_output * after[j];
-    if constexpr (Erase) recalled += (alpha(j) * before[j]) * k(j);
-    ds_k += dsi[j] * k(j);
+    const int64_t r = j * row_stride;
+    dsi[r] += grad_output * q(j);
+    grad_q[j * grad_stride] += grad_output * after[r];
+    if constexpr (Erase) recalled += (alpha(j) * before[r]) * k(j);
+    ds_k += dsi[r] * k(j);
   }
   const N error = Erase ? value - recalled : value;
   const N grad_error = beta * ds_k;
   grad_beta += ds_k * error;
   for (int64_t j = 0; j < key_dim; ++j) {
+    const int64_t r = j * row_stride;
     if constexpr (Erase) {
-      grad_k[j] += beta * error * dsi[j] - grad_error * (alpha(j) * before[j]);
-      const N grad_decayed = dsi[j] - grad_error * k(j);
-      grad_alpha.add(j, grad_decayed * before[j]);
-      dsi[j] = alpha(j) * grad_decayed;
+      grad_k[j * grad_stride] += beta * error * dsi[r] - grad_error * (alpha(j) * before[r]);
+      const N grad_decayed = dsi[r] - grad_error * k(j);
+      grad_alpha.add(j, grad_decayed * before[r]);
+      dsi[r] = alpha(j) * grad_decayed;
     } else {
-      grad_k[j] += beta * error * dsi[j];
-      grad_alpha.add(j, dsi[j] * before[j]);
-      dsi[j] = alpha(j) * dsi[j];
+      grad_k[j * grad_stride] += beta * error * dsi[r];
+      grad_alpha.add(j, dsi[r] * before[r]);
+      dsi[r] = alpha(j) * dsi[r];
     }
   }
   return grad_error;
@@ -207,7 +223,11 @@ MS_HOST_DEVICE inline void delta_rule_forward_row(const DeltaRuleForward<T>& p, 
   const int64_t b = head_index / shape.heads, h = head_index % shape.heads;
   const int64_t dk = dim_of<KeyDim>(shape.key_dim);
   const int64_t offset = head_index * shape.matrix_size() + i * dk;
-  Acc* s = p.state_out + offset;
+  // With the key size fixed, the running row is a local array: registers, or local memory,
+  // which the GPU lays out so that a warp's threads touch consecutive addresses. Otherwise it
+  // runs in state_out, where the next row (the next thread's) is dk numbers away.
+  Acc local[KeyDim > 0 ? KeyDim : 1];
+  Acc* s = KeyDim > 0 ? local : p.state_out + offset;
   for (int64_t j = 0; j < dk; ++j) s[j] = p.state_in ? p.state_in[offset + j] : Acc(0);
   for (int64_t t = 0; t < shape.length; ++t) {
     if (p.checkpoints && t % shape.checkpoint_every == 0) {
@@ -220,6 +240,9 @@ MS_HOST_DEVICE inline void delta_rule_forward_row(const DeltaRuleForward<T>& p, 
     delta_rule_row_step<Erase>(s, LoadedRow<T>{p.k.at(b, h, t)}, load(p.v.at(b, h, t)[i]),
                                load(*p.beta.at(b, h, t)), decay_at<KeyDecay>(p.alpha, b, h, t), dk);
     store(delta_rule_row_output(s, LoadedRow<T>{p.q.at(b, h, t)}, dk), p.outputs.at(b, h, t) + i);
+  }
+  if constexpr (KeyDim > 0) {
+    for (int64_t j = 0; j < dk; ++j) p.state_out[offset + j] = s[j];
   }
 }
 
@@ -311,8 +334,7 @@ MS_HOST_DEVICE inline void delta_rule_backward_head(const DeltaRuleBackward<T>& 
   for (int64_t n = 0; n < matrix; ++n)
     ds[n] = p.grad_state_out ? p.grad_state_out[head_index * matrix + n] : Acc(0);
   for (int64_t segment = shape.checkpoint_count() - 1; segment >= 0; --segment) {
-    const int64_t start = segment * every;
-    const int64_t end = start + every < shape.length ? start + every : shape.length;
+    const int64_t start = segment * every, end = shape.segment_end(start);
     delta_rule_recompute_segment<Erase, KeyDecay, T, KeyDim, ValueDim>(p, b, h, start, end, states);
     for (int64_t t = end - 1; t >= start; --t) {
       const Acc* prev = states + (t - start) * matrix;
@@ -326,19 +348,211 @@ MS_HOST_DEVICE inline void delta_rule_backward_head(const DeltaRuleBackward<T>& 
 }
 
 // The CUDA forward's per-thread body: which row a (block, thread) pair owns. Here so the tests
-// can run it on the CPU over blocks x threads. (The CUDA backward, in delta_rule_cuda.cu,
-// gives each head a block and spreads delta_rule_backward_token's rows over its threads.)
+// can run it on the CPU over blocks x threads.
 constexpr int64_t kDeltaRuleThreadsPerBlock = 128;
 
-template <bool Erase, bool KeyDecay, typename T>
+template <bool Erase, bool KeyDecay, typename T, int64_t KeyDim = 0>
 MS_HOST_DEVICE inline void delta_rule_forward_thread(const DeltaRuleForward<T>& p, int64_t block,
                                                      int64_t thread, int64_t threads_per_block) {
   const int64_t row = block * threads_per_block + thread;
-  if (row < p.shape.row_count()) delta_rule_forward_row<Erase, KeyDecay>(p, row);
+  if (row < p.shape.row_count()) delta_rule_forward_row<Erase, KeyDecay, T, KeyDim>(p, row);
+}
+
+// Returns f(std::integral_constant<int64_t, K>{}) with K the key size where the CUDA forward
+// compiles it in (and keeps a row in a local array), else K = 0 (host code only).
+template <typename F>
+auto with_forward_key_dim(int64_t key_dim, F&& f) {
+  switch (key_dim) {
+    case 4:
+      return f(std::integral_constant<int64_t, 4>{});
+    case 8:
+      return f(std::integral_constant<int64_t, 8>{});
+    case 16:
+      return f(std::integral_constant<int64_t, 16>{});
+    case 32:
+      return f(std::integral_constant<int64_t, 32>{});
+    case 64:
+      return f(std::integral_constant<int64_t, 64>{});
+    default:
+      return f(std::integral_constant<int64_t, 0>{});
+  }
 }
 
 inline int64_t delta_rule_blocks(int64_t threads) {
   return (threads + kDeltaRuleThreadsPerBlock - 1) / kDeltaRuleThreadsPerBlock;
+}
+
+// The CUDA backward: one head per block, row i of S on thread i (and i + threads, …). Rows
+// recompute their own states (a row's step needs no other row); the sums over rows into ∂q_t,
+// ∂k_t, ∂β_t, ∂α_t go through shared memory, each added in row order 0, 1, … by one thread, so
+// the result does not depend on the block size. The phases below run between the block's
+// barriers (delta_rule_cuda.cu); the tests run them on the CPU, thread after thread.
+//
+// Layout. The head's workspace holds ∂S and the segment's states with the rows interleaved,
+// element (i, j) at j·dv + i: at every j a warp's threads (consecutive rows) touch consecutive
+// addresses. Shared memory holds each row's terms of ∂q_t and ∂k_t (and of a key decay's ∂α_t)
+// as [dk][dv + 1], (i, j) at j·(dv + 1) + i: consecutive rows write consecutive banks, and in
+// the column sums, where thread j reads column j, the extra element puts each column's start in
+// another bank. Checkpoints and the state gradients handed in and out stay [dv, dk].
+struct DeltaRuleBlockShared {
+  int64_t stride;  // dv + 1
+  int64_t grad_alpha_size;
+
+  MS_HOST_DEVICE explicit DeltaRuleBlockShared(const DeltaRuleShape& shape)
+      : stride(shape.value_dim + 1),
+        grad_alpha_size(shape.key_decay ? shape.key_dim * stride : shape.value_dim) {}
+  // Acc elements: the terms of ∂q_t, ∂k_t, ∂α_t, ∂β_t.
+  MS_HOST_DEVICE int64_t size(const DeltaRuleShape& shape) const {
+    return 2 * shape.key_dim * stride + grad_alpha_size + shape.value_dim;
+  }
+};
+
+template <typename Acc>
+struct DeltaRuleBlockTerms {
+  Acc *grad_q, *grad_k, *grad_alpha, *grad_beta;
+
+  MS_HOST_DEVICE DeltaRuleBlockTerms(Acc* shared, const DeltaRuleShape& shape,
+                                     const DeltaRuleBlockShared& layout)
+      : grad_q(shared),
+        grad_k(grad_q + shape.key_dim * layout.stride),
+        grad_alpha(grad_k + shape.key_dim * layout.stride),
+        grad_beta(grad_alpha + layout.grad_alpha_size) {}
+};
+
+// Before the first segment: ∂S from the gradient of the final state (or 0), interleaved.
+template <typename T>
+MS_HOST_DEVICE inline void delta_rule_block_start(const DeltaRuleBackward<T>& p, int64_t head_index,
+                                                  int64_t thread, int64_t threads) {
+  using Acc = AccumulatorOf<T>;
+  const DeltaRuleShape& shape = p.shape;
+  const int64_t dk = shape.key_dim, dv = shape.value_dim, matrix = shape.matrix_size();
+  Acc* ds = p.workspace + head_index * shape.workspace_per_head();
+  for (int64_t n = thread; n < matrix; n += threads) {
+    const Acc x = p.grad_state_out ? p.grad_state_out[head_index * matrix + n] : Acc(0);
+    ds[n % dk * dv + n / dk] = x;
+  }
+}
+
+// The states of tokens [start, end) of the head, each thread its rows: states[0] the
+// checkpoint before `start`, states[n + 1] the state after token start + n.
+template <bool Erase, bool KeyDecay, typename T>
+MS_HOST_DEVICE inline void delta_rule_block_recompute(const DeltaRuleBackward<T>& p,
+                                                      int64_t head_index, int64_t segment,
+                                                      int64_t thread, int64_t threads) {
+  using Acc = AccumulatorOf<T>;
+  const DeltaRuleShape& shape = p.shape;
+  const int64_t b = head_index / shape.heads, h = head_index % shape.heads;
+  const int64_t dk = shape.key_dim, dv = shape.value_dim, matrix = shape.matrix_size();
+  const int64_t start = segment * shape.checkpoint_every, end = shape.segment_end(start);
+  Acc* states = p.workspace + head_index * shape.workspace_per_head() + matrix;
+  const Acc* checkpoint =
+      p.checkpoints + (head_index * shape.checkpoint_count() + segment) * matrix;
+  for (int64_t i = thread; i < dv; i += threads) {
+    for (int64_t j = 0; j < dk; ++j) states[j * dv + i] = checkpoint[i * dk + j];
+    for (int64_t t = start; t < end; ++t) {
+      Acc* next = states + (t - start + 1) * matrix + i;
+      for (int64_t j = 0; j < dk; ++j) next[j * dv] = next[j * dv - matrix];
+      delta_rule_row_step<Erase>(next, LoadedRow<T>{p.k.at(b, h, t)}, load(p.v.at(b, h, t)[i]),
+                                 load(*p.beta.at(b, h, t)), decay_at<KeyDecay>(p.alpha, b, h, t),
+                                 dk, dv);
+    }
+  }
+}
+
+// Token t (in the segment starting at `start`) on each of the thread's rows: ∂v_t[i], ∂S's row
+// carried back one token, and the row's terms of the other gradients into shared memory.
+template <bool Erase, bool KeyDecay, typename T>
+MS_HOST_DEVICE inline void delta_rule_block_rows(const DeltaRuleBackward<T>& p, int64_t head_index,
+                                                 int64_t start, int64_t t, int64_t thread,
+                                                 int64_t threads, AccumulatorOf<T>* shared) {
+  using Acc = AccumulatorOf<T>;
+  const DeltaRuleShape& shape = p.shape;
+  const int64_t b = head_index / shape.heads, h = head_index % shape.heads;
+  const int64_t dk = shape.key_dim, dv = shape.value_dim, matrix = shape.matrix_size();
+  const DeltaRuleBlockShared layout(shape);
+  const DeltaRuleBlockTerms<Acc> terms(shared, shape, layout);
+  const int64_t stride = layout.stride;
+  Acc* ds = p.workspace + head_index * shape.workspace_per_head();
+  const Acc* before_segment = ds + matrix + (t - start) * matrix;
+  const LoadedRow<T> q{p.q.at(b, h, t)}, k{p.k.at(b, h, t)};
+  const Acc beta = load(*p.beta.at(b, h, t));
+  const auto alpha = decay_at<KeyDecay>(p.alpha, b, h, t);
+  for (int64_t i = thread; i < dv; i += threads) {
+    const Acc* before = before_segment + i;
+    const Acc grad_output = p.grad_outputs ? load(p.grad_outputs.at(b, h, t)[i]) : Acc(0);
+    for (int64_t j = 0; j < dk; ++j)
+      terms.grad_q[j * stride + i] = terms.grad_k[j * stride + i] = 0;
+    terms.grad_beta[i] = 0;
+    Acc grad_v;
+    if constexpr (KeyDecay) {
+      for (int64_t j = 0; j < dk; ++j) terms.grad_alpha[j * stride + i] = 0;
+      grad_v = delta_rule_row_backward<Erase>(
+          ds + i, before, before + matrix, q, k, load(p.v.at(b, h, t)[i]), grad_output, beta, alpha,
+          dk, terms.grad_q + i, terms.grad_k + i, terms.grad_beta[i],
+          KeyDecayGrad<Acc>{terms.grad_alpha + i, stride}, dv, stride);
+    } else {
+      terms.grad_alpha[i] = 0;
+      grad_v = delta_rule_row_backward<Erase>(
+          ds + i, before, before + matrix, q, k, load(p.v.at(b, h, t)[i]), grad_output, beta, alpha,
+          dk, terms.grad_q + i, terms.grad_k + i, terms.grad_beta[i],
+          UniformDecayGrad<Acc>{terms.grad_alpha[i]}, dv, stride);
+    }
+    store(grad_v, p.grad_v.at(b, h, t) + i);
+  }
+}
+
+// Token t's sums over rows, each in row order: thread j the columns j of ∂q_t, ∂k_t (and a key
+// decay's ∂α_t); thread 0 also ∂β_t and a uniform ∂α_t.
+template <bool KeyDecay, typename T>
+MS_HOST_DEVICE inline void delta_rule_block_columns(const DeltaRuleBackward<T>& p,
+                                                    int64_t head_index, int64_t t, int64_t thread,
+                                                    int64_t threads,
+                                                    const AccumulatorOf<T>* shared) {
+  using Acc = AccumulatorOf<T>;
+  const DeltaRuleShape& shape = p.shape;
+  const int64_t b = head_index / shape.heads, h = head_index % shape.heads;
+  const int64_t dk = shape.key_dim, dv = shape.value_dim;
+  const DeltaRuleBlockShared layout(shape);
+  const DeltaRuleBlockTerms<const Acc> terms(shared, shape, layout);
+  for (int64_t j = thread; j < dk; j += threads) {
+    const Acc* column_q = terms.grad_q + j * layout.stride;
+    const Acc* column_k = terms.grad_k + j * layout.stride;
+    Acc grad_q = 0, grad_k = 0;
+    for (int64_t i = 0; i < dv; ++i) {
+      grad_q += column_q[i];
+      grad_k += column_k[i];
+    }
+    store(grad_q, p.grad_q.at(b, h, t) + j);
+    store(grad_k, p.grad_k.at(b, h, t) + j);
+    if constexpr (KeyDecay) {
+      const Acc* column_alpha = terms.grad_alpha + j * layout.stride;
+      Acc grad_alpha = 0;
+      for (int64_t i = 0; i < dv; ++i) grad_alpha += column_alpha[i];
+      store(grad_alpha, p.grad_alpha.at(b, h, t) + j);
+    }
+  }
+  if (thread == 0) {
+    Acc grad_beta = 0, grad_alpha = 0;
+    for (int64_t i = 0; i < dv; ++i) {
+      grad_beta += terms.grad_beta[i];
+      if constexpr (!KeyDecay) grad_alpha += terms.grad_alpha[i];
+    }
+    store(grad_beta, p.grad_beta.at(b, h, t));
+    if (!KeyDecay && p.grad_alpha) store(grad_alpha, p.grad_alpha.at(b, h, t));
+  }
+}
+
+// After the first segment: the gradient of the initial state, [dv, dk] again.
+template <typename T>
+MS_HOST_DEVICE inline void delta_rule_block_finish(const DeltaRuleBackward<T>& p,
+                                                   int64_t head_index, int64_t thread,
+                                                   int64_t threads) {
+  if (!p.grad_state_in) return;
+  const DeltaRuleShape& shape = p.shape;
+  const int64_t dk = shape.key_dim, dv = shape.value_dim, matrix = shape.matrix_size();
+  const auto* ds = p.workspace + head_index * shape.workspace_per_head();
+  for (int64_t n = thread; n < matrix; n += threads)
+    p.grad_state_in[head_index * matrix + n] = ds[n % dk * dv + n / dk];
 }
 
 // CPU: heads [begin, end) of shape.head_count(); the caller splits the range across its thread

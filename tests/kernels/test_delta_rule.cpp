@@ -1,6 +1,7 @@
 // The delta-rule kernels on raw buffers: forward against the recurrence written out as
 // matrices, backward against finite differences, checkpoint spacing and row/head ranges that
-// must not change a bit, and the scalar bodies (the CUDA forward's per block and thread).
+// must not change a bit, the scalar bodies (the CUDA forward's per block and thread) and the CUDA
+// backward's block phases, thread by thread.
 
 #include <catch2/catch.hpp>
 
@@ -131,9 +132,8 @@ struct Buffers {
     delta_rule_backward_cpu(backward(), 0, shape.head_count());
   }
 
-  // The scalar bodies: the CUDA forward's per-thread body over every block and thread, and
-  // the backward one head at a time (the CUDA backward spreads that body's rows over a block;
-  // tests/gpu checks it on a GPU).
+  // The scalar bodies: the CUDA forward's per-thread body over every block and thread (with the
+  // key size compiled in where the kernel has it), and the backward one head at a time.
   void run_emulated() {
     const DeltaRuleForward<T> f = forward();
     const DeltaRuleBackward<T> b = backward();
@@ -141,10 +141,55 @@ struct Buffers {
       memscript::test::emulate_launch(
           delta_rule_blocks(shape.row_count()), kDeltaRuleThreadsPerBlock,
           [&](int64_t block, int64_t thread) {
-            delta_rule_forward_thread<Erase, KeyDecay>(f, block, thread, kDeltaRuleThreadsPerBlock);
+            with_forward_key_dim(shape.key_dim, [&](auto size) {
+              delta_rule_forward_thread<Erase, KeyDecay, T, decltype(size)::value>(
+                  f, block, thread, kDeltaRuleThreadsPerBlock);
+            });
           });
       for (int64_t head = 0; head < shape.head_count(); ++head)
         delta_rule_backward_head<Erase, KeyDecay>(b, head);
+    });
+  }
+
+  // The CUDA forward as above; the CUDA backward's block phases (delta_rule.h) for every head,
+  // each phase on `threads` threads one after the other, as the kernel's barriers order them.
+  void run_block_emulated(int64_t threads) {
+    using Acc = AccumulatorOf<T>;
+    const DeltaRuleForward<T> f = forward();
+    const DeltaRuleBackward<T> b = backward();
+    std::vector<Acc> shared(static_cast<size_t>(DeltaRuleBlockShared(shape).size(shape)));
+    const auto each_thread = [&](const auto& body) {
+      for (int64_t thread = 0; thread < threads; ++thread) body(thread);
+    };
+    with_update(shape, [&]<bool Erase, bool KeyDecay>() {
+      memscript::test::emulate_launch(
+          delta_rule_blocks(shape.row_count()), kDeltaRuleThreadsPerBlock,
+          [&](int64_t block, int64_t thread) {
+            with_forward_key_dim(shape.key_dim, [&](auto size) {
+              delta_rule_forward_thread<Erase, KeyDecay, T, decltype(size)::value>(
+                  f, block, thread, kDeltaRuleThreadsPerBlock);
+            });
+          });
+      for (int64_t head = 0; head < shape.head_count(); ++head) {
+        // Poisoned: a term the rows phase did not write would show in the sums.
+        std::fill(shared.begin(), shared.end(), Acc(1e6));
+        each_thread([&](int64_t n) { delta_rule_block_start(b, head, n, threads); });
+        for (int64_t segment = shape.checkpoint_count() - 1; segment >= 0; --segment) {
+          const int64_t start = segment * shape.checkpoint_every;
+          each_thread([&](int64_t n) {
+            delta_rule_block_recompute<Erase, KeyDecay>(b, head, segment, n, threads);
+          });
+          for (int64_t t = shape.segment_end(start) - 1; t >= start; --t) {
+            each_thread([&](int64_t n) {
+              delta_rule_block_rows<Erase, KeyDecay>(b, head, start, t, n, threads, shared.data());
+            });
+            each_thread([&](int64_t n) {
+              delta_rule_block_columns<KeyDecay>(b, head, t, n, threads, shared.data());
+            });
+          }
+        }
+        each_thread([&](int64_t n) { delta_rule_block_finish(b, head, n, threads); });
+      }
     });
   }
 
@@ -357,6 +402,36 @@ TEST_CASE("delta-rule kernels on large states (rows side by side) give the scala
     const Case c = random_case(shape, decay_kind > 0, 8);
     check_cpu_gives_scalar_bits<float>(c);
     check_cpu_gives_scalar_bits<double>(c);
+  }
+}
+
+TEST_CASE("the CUDA backward's block phases give the CPU's gradients on any block size") {
+  // The kernel's rows interleaved in the workspace and its padded terms in shared memory, run
+  // thread after thread: blocks of one thread, of fewer threads than rows (a thread takes rows
+  // i, i + threads, …) and of more. Every sum runs in the CPU's order, so the bits are the
+  // CPU's, except a uniform decay's ∂α: the block adds each row's terms first, then the rows,
+  // where the CPU keeps one running sum.
+  const bool erase = GENERATE(true, false);
+  const int decay_kind = GENERATE(0, 1, 2);  // none, one per token, one per key column
+  struct Size {
+    int64_t dk, dv, every;
+  };
+  for (const Size size : {Size{3, 2, 1}, Size{4, 10, 4}, Size{9, 12, 3}, Size{16, 5, 20}}) {
+    const DeltaRuleShape shape{2, 3, 10, size.dk, size.dv, size.every, erase, decay_kind == 2};
+    const Case c = random_case(shape, decay_kind > 0, 9);
+    for (const int64_t threads : {1, 3, 32}) {
+      INFO("dk " << size.dk << ", dv " << size.dv << ", decay " << decay_kind << ", erase " << erase
+                 << ", " << threads << " threads");
+      Buffers<float> cpu(c), block(c);
+      cpu.run_cpu();
+      block.run_block_emulated(threads);
+      if (decay_kind == 1) {
+        memscript::test::check_all_close({to_double(block.grad_alpha)}, {to_double(cpu.grad_alpha)},
+                                         1e-5);
+        block.grad_alpha = cpu.grad_alpha;
+      }
+      CHECK(block.results() == cpu.results());
+    }
   }
 }
 
