@@ -120,19 +120,82 @@ void push_list(lua_State* L, const std::string& key, const std::string& text, in
   }
 }
 
-// ms.param(key, default): the --set value of key, typed like default (integer, number,
-// boolean, string, or a list of one of them: --set key=a,b,c); default when the command line
-// does not set it.
+// A number, boolean or string as --set writes it.
+std::string scalar_text(lua_State* L, int index) {
+  if (lua_type(L, index) == LUA_TBOOLEAN) return lua_toboolean(L, index) ? "true" : "false";
+  lua_pushvalue(L, index);  // a copy: lua_tostring turns a number into a string in place
+  std::string text = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  return text;
+}
+
+// The list of choices at index `choices` as text ("a, b, c"), after checking that it holds
+// numbers, booleans or strings. Raw access only, as above.
+std::string choice_words(lua_State* L, int choices) {
+  std::string words;
+  const lua_Integer n = static_cast<lua_Integer>(lua_rawlen(L, choices));
+  if (n == 0) argument_error(L, 3, "the choices must be a list of at least one value");
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_rawgeti(L, choices, i);
+    const int type = lua_type(L, -1);
+    if (type != LUA_TNUMBER && type != LUA_TBOOLEAN && type != LUA_TSTRING)
+      argument_error(L, 3,
+                     "choice " + std::to_string(i) + " is a " + luaL_typename(L, -1) +
+                         " (numbers, booleans or strings)");
+    words += (i > 1 ? ", " : "") + scalar_text(L, -1);
+    lua_pop(L, 1);
+  }
+  return words;
+}
+
+bool is_choice(lua_State* L, int value, int choices) {
+  const lua_Integer n = static_cast<lua_Integer>(lua_rawlen(L, choices));
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_rawgeti(L, choices, i);
+    const bool equal = lua_rawequal(L, value, -1);
+    lua_pop(L, 1);
+    if (equal) return true;
+  }
+  return false;
+}
+
+// The --set value on top of the stack (a list: each of its items) is one of the choices.
+void check_choices(lua_State* L, const std::string& key, const std::string& text, int choices) {
+  const std::string words = choice_words(L, choices);
+  const int value = lua_gettop(L);
+  if (lua_type(L, value) != LUA_TTABLE) {
+    if (!is_choice(L, value, choices)) bad_param(L, key, text, "one of: " + words);
+    return;
+  }
+  const lua_Integer n = static_cast<lua_Integer>(lua_rawlen(L, value));
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_rawgeti(L, value, i);
+    if (!is_choice(L, lua_gettop(L), choices))
+      bad_param(L, key, text,
+                "a comma-separated list from: " + words + " (item " + std::to_string(i) + " is '" +
+                    scalar_text(L, -1) + "')");
+    lua_pop(L, 1);
+  }
+}
+
+// ms.param(key, default [, choices]): the --set value of key, typed like default (integer,
+// number, boolean, string, or a list of one of them: --set key=a,b,c); default when the
+// command line does not set it. With choices (a list), the value, or each of its items, must
+// be one of them.
 int param(lua_State* L) {
   if (lua_type(L, 1) != LUA_TSTRING) argument_error(L, 1, "string expected (the parameter's name)");
   const std::string key = lua_tostring(L, 1);
-  lua_settop(L, 2);
+  lua_settop(L, 3);
   const int type = lua_type(L, 2);
   if (type != LUA_TNUMBER && type != LUA_TBOOLEAN && type != LUA_TSTRING && type != LUA_TNIL &&
       type != LUA_TTABLE)
     argument_error(L, 2,
                    std::string("the default must be a number, boolean, string or list, got ") +
                        luaL_typename(L, 2));
+  const bool choices = !lua_isnil(L, 3);
+  if (choices && !lua_istable(L, 3))
+    argument_error(L, 3, std::string("the choices must be a list, got ") + luaL_typename(L, 3));
+  if (choices) choice_words(L, 3);                    // checks the choices even when unset
   if (type == LUA_TTABLE) push_list_item_type(L, 2);  // checks the default even when unset
   Session& current = session(L);
   current.params_read.insert(key);
@@ -143,10 +206,11 @@ int param(lua_State* L) {
   }
   const std::string& text = found->second;
   if (type == LUA_TTABLE) {
-    push_list(L, key, text, 3);
-    return 1;
+    push_list(L, key, text, 4);
+  } else if (!push_typed(L, text, 2)) {
+    bad_param(L, key, text, type_words(L, 2, false));
   }
-  if (!push_typed(L, text, 2)) bad_param(L, key, text, type_words(L, 2, false));
+  if (choices) check_choices(L, key, text, 3);
   return 1;
 }
 

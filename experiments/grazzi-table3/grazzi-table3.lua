@@ -10,6 +10,7 @@
 --
 --   build/memscript experiments/grazzi-table3/grazzi-table3.lua
 --   build/memscript --set quick=true experiments/grazzi-table3/grazzi-table3.lua
+--   build/memscript --set models=mamba-neg --set tasks=parity ...   (a part of it)
 local quick = ms.param("quick", false)
 local steps = {
   parity = quick and 20 or ms.param("parity_steps", 3000),
@@ -25,8 +26,12 @@ local models = {
   ["deltanet"] = { mixer = "deltanet" },
   ["deltanet-neg"] = { mixer = "deltanet", negative_eigenvalues = true },
 }
-local names = { "transformer", "mamba", "mamba-neg", "deltanet", "deltanet-neg" }
-local tasks = { "parity", "arithmetic" }
+local all_names = { "transformer", "mamba", "mamba-neg", "deltanet", "deltanet-neg" }
+local all_tasks = { "parity", "arithmetic" }
+
+-- --set models=… / tasks=… run a part of the table; each name must be one of the above.
+local names = ms.param("models", all_names, all_names)
+local tasks = ms.param("tasks", all_tasks, all_tasks)
 -- Table 3 of the paper: scaled accuracy, best of 3 seeds.
 local paper = {
   parity = { transformer = 0.022, mamba = 0.000, ["mamba-neg"] = 1.000, deltanet = 0.017,
@@ -82,7 +87,7 @@ end
 if next(found) and not ms.dry_run then
   local rows = { "| model | parity: paper | parity: memscript | arithmetic: paper | " ..
                  "arithmetic: memscript |", "| --- | --- | --- | --- | --- |" }
-  for _, name in ipairs(names) do
+  for _, name in ipairs(all_names) do
     rows[#rows + 1] = string.format("| %s | %.3f | %s | %.3f | %s |", name, paper.parity[name],
                                     cell(found["parity/" .. name]), paper.arithmetic[name],
                                     cell(found["arithmetic/" .. name]))

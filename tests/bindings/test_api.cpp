@@ -101,6 +101,58 @@ TEST_CASE("a --set value that does not fit its default's type is a usage error")
   CHECK_THAT(interpreter.last_error(), Contains("--set steps=abc: expected an integer"));
 }
 
+TEST_CASE("ms.param with choices takes only values, or list items, among them") {
+  TempDir out;
+  memscript::lua::Settings settings = test_settings(out);
+  settings.params = {{"model", "b"}, {"models", "c, a"}, {"width", "64"}, {"flags", "yes"}};
+  memscript::lua::Interpreter interpreter(settings);
+  CHECK(interpreter.run_code(R"lua(
+    local names = { "a", "b", "c" }
+    assert(ms.param("model", "a", names) == "b")
+    local models = ms.param("models", names, names)
+    assert(#models == 2 and models[1] == "c" and models[2] == "a")
+    assert(ms.param("width", 128, { 64, 128 }) == 64)
+    assert(ms.param("flags", { false }, { true, false })[1] == true)
+    assert(ms.param("absent", "z", names) == "z")  -- the default is the script's to choose
+  )lua",
+                             "=test") == 0);
+  CHECK(interpreter.last_error().empty());
+
+  struct Bad {
+    const char* key;
+    const char* value;
+    const char* code;
+    const char* message;
+  };
+  for (const Bad& bad :
+       {Bad{"model", "d", "ms.param('model', 'a', { 'a', 'b' })",
+            "--set model=d: expected one of: a, b"},
+        Bad{"models", "a,x", "ms.param('models', { 'a' }, { 'a', 'b' })",
+            "--set models=a,x: expected a comma-separated list from: a, b (item 2 is 'x')"},
+        Bad{"width", "32", "ms.param('width', 64, { 64, 128 })",
+            "--set width=32: expected one of: 64, 128"},
+        Bad{"flags", "no,yes", "ms.param('flags', { true }, { true })",
+            "--set flags=no,yes: expected a comma-separated list from: true (item 1 is "
+            "'false')"}}) {
+    INFO(bad.code);
+    settings.params = {{bad.key, bad.value}};
+    memscript::lua::Interpreter rejecting(settings);
+    CHECK(rejecting.run_code(bad.code, "=test") == memscript::lua::kUsageError);
+    CHECK_THAT(rejecting.last_error(), Contains(bad.message));
+  }
+
+  // The choices themselves are the script's: checked whether or not --set names the key.
+  for (const auto& [code, message] : std::vector<std::pair<std::string, std::string>>{
+           {"ms.param('absent', 'a', 'a,b')", "the choices must be a list, got string"},
+           {"ms.param('absent', 'a', {})", "the choices must be a list of at least one value"},
+           {"ms.param('absent', 'a', { 'a', {} })", "choice 2 is a table"}}) {
+    INFO(code);
+    memscript::lua::Interpreter script(test_settings(out));
+    CHECK(script.run_code(code, "=test") == 1);
+    CHECK_THAT(script.last_error(), Contains("bad argument #3 to 'param'") && Contains(message));
+  }
+}
+
 TEST_CASE("ms.param reads a comma-separated --set value as a list typed like its default") {
   TempDir out;
   memscript::lua::Settings settings = test_settings(out);

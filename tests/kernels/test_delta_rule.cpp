@@ -132,20 +132,26 @@ struct Buffers {
     delta_rule_backward_cpu(backward(), 0, shape.head_count());
   }
 
-  // The scalar bodies: the CUDA forward's per-thread body over every block and thread (with the
-  // key size compiled in where the kernel has it), and the backward one head at a time.
-  void run_emulated() {
+  // The CUDA forward's per-thread body over every block and thread, with the key size compiled
+  // in where the kernel has it.
+  template <bool Erase, bool KeyDecay>
+  void emulate_forward() {
     const DeltaRuleForward<T> f = forward();
+    memscript::test::emulate_launch(
+        delta_rule_blocks(shape.row_count()), kDeltaRuleThreadsPerBlock,
+        [&](int64_t block, int64_t thread) {
+          with_forward_key_dim(shape.key_dim, [&](auto size) {
+            delta_rule_forward_thread<Erase, KeyDecay, T, decltype(size)::value>(
+                f, block, thread, kDeltaRuleThreadsPerBlock);
+          });
+        });
+  }
+
+  // The scalar bodies: the CUDA forward's, and the backward one head at a time.
+  void run_emulated() {
     const DeltaRuleBackward<T> b = backward();
     with_update(shape, [&]<bool Erase, bool KeyDecay>() {
-      memscript::test::emulate_launch(
-          delta_rule_blocks(shape.row_count()), kDeltaRuleThreadsPerBlock,
-          [&](int64_t block, int64_t thread) {
-            with_forward_key_dim(shape.key_dim, [&](auto size) {
-              delta_rule_forward_thread<Erase, KeyDecay, T, decltype(size)::value>(
-                  f, block, thread, kDeltaRuleThreadsPerBlock);
-            });
-          });
+      emulate_forward<Erase, KeyDecay>();
       for (int64_t head = 0; head < shape.head_count(); ++head)
         delta_rule_backward_head<Erase, KeyDecay>(b, head);
     });
@@ -155,21 +161,13 @@ struct Buffers {
   // each phase on `threads` threads one after the other, as the kernel's barriers order them.
   void run_block_emulated(int64_t threads) {
     using Acc = AccumulatorOf<T>;
-    const DeltaRuleForward<T> f = forward();
     const DeltaRuleBackward<T> b = backward();
     std::vector<Acc> shared(static_cast<size_t>(DeltaRuleBlockShared(shape).size(shape)));
     const auto each_thread = [&](const auto& body) {
       for (int64_t thread = 0; thread < threads; ++thread) body(thread);
     };
     with_update(shape, [&]<bool Erase, bool KeyDecay>() {
-      memscript::test::emulate_launch(
-          delta_rule_blocks(shape.row_count()), kDeltaRuleThreadsPerBlock,
-          [&](int64_t block, int64_t thread) {
-            with_forward_key_dim(shape.key_dim, [&](auto size) {
-              delta_rule_forward_thread<Erase, KeyDecay, T, decltype(size)::value>(
-                  f, block, thread, kDeltaRuleThreadsPerBlock);
-            });
-          });
+      emulate_forward<Erase, KeyDecay>();
       for (int64_t head = 0; head < shape.head_count(); ++head) {
         // Poisoned: a term the rows phase did not write would show in the sums.
         std::fill(shared.begin(), shared.end(), Acc(1e6));
