@@ -90,8 +90,10 @@ void compare_devices(const std::string& impl, torch::Dtype dtype, double toleran
   const torch::Tensor targets = torch::randint(0, 3, {batch, length}, torch::kInt64);
   const torch::Tensor mask = torch::rand({batch, length}) < 0.7;
   // d_model 16 with 2 heads: heads of 8, less than a warp; 96 with 2: heads of 48, a warp and
-  // a half, and an LSTM of 384 gates.
-  for (const int64_t d_model : {16, 96})
+  // a half, and an LSTM of 384 gates; 128 with 2: heads of 64, the matrix-state kernels' largest
+  // compiled head size (the delta rule's forward keeps a row of 64 in registers) and shared
+  // memory past the 48 KiB every block gets.
+  for (const int64_t d_model : {16, 96, 128})
     for (const Variant& v : variants(impl)) {
       SECTION(v.label() + " d_model=" + std::to_string(d_model)) {
         Decoder cpu = make_decoder(v.mixer, d_model, 2, 2, v.options);
