@@ -123,9 +123,10 @@ int traceback_handler(lua_State* L) {
       message = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
     }
   }
-  // A deadline the user set ends the script where it was: its one line says where, a
-  // traceback would read as a fault.
-  if (is_deadline_error(message)) {
+  // A deadline the user set ends the script where it was, and a --set value the script
+  // cannot take is the command line's fault: the one line says where, a traceback would read
+  // as a fault in the script.
+  if (is_deadline_error(message) || session(L).usage_error) {
     lua_pushstring(L, message);
     return 1;
   }

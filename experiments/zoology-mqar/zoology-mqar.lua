@@ -27,15 +27,14 @@ local sizes = { ["64x4"] = { 64, 4 }, ["128x8"] = { 128, 8 }, ["256x16"] = { 256
                 ["512x64"] = { 512, 64 } }
 -- Subsets (--set models=attention, say) run part of the figure on a short lease.
 local all_sizes = { "64x4", "128x8", "256x16", "512x64" }  -- the figure's order
-local size_names = quick and { "64x4" } or ms.param("sizes", { "64x4", "128x8", "256x16" })
+local size_names = quick and { "64x4" } or
+  ms.param("sizes", { "64x4", "128x8", "256x16" }, all_sizes)
 if large and not quick then size_names[#size_names + 1] = "512x64" end
-for _, size in ipairs(size_names) do
-  assert(sizes[size], "--set sizes=: unknown size " .. size .. " (64x4, 128x8, 256x16, 512x64)")
-end
 local widths = quick and { 64 } or ms.param("widths", { 64, 128 })
 local lrs = quick and { 1e-3 } or ms.param("lrs", { 1e-4, 4.6e-4, 2.2e-3, 1e-2 })
 local all_models = { "attention", "linear_attention", "deltanet", "gated_deltanet", "mamba" }
-local model_names = quick and { "attention", "deltanet" } or ms.param("models", all_models)
+local model_names = quick and { "attention", "deltanet" } or
+  ms.param("models", all_models, all_models)
 -- The recurrent mixers get a short causal convolution before them (Zoology's newer configs,
 -- Based, flash-linear-attention): Figure 2's gated convolutions and Mamba all mix neighbouring
 -- tokens before recalling, and without it linear attention has no way to attach a value to the
