@@ -11,7 +11,7 @@
 //                                                             b_im =, state_re =, state_im = }
 //   local y, h = ms.ops.selective_scan{ u =, delta =, A =, B =, C =, state =,
 //                                       negative_eigenvalues = }
-//   local o = ms.ops.causal_attention{ q =, k =, v =, slopes = }
+//   local o = ms.ops.causal_attention{ q =, k =, v =, slopes = }  (or q_position =, relative =)
 
 #include <lua.hpp>
 
@@ -238,10 +238,12 @@ int selective_scan_op(lua_State* L) {
   return 2;
 }
 
-// ms.ops.causal_attention{ q, k, v [, slopes] }: softmax(q kᵀ / √head_dim + B + causal mask) v
-// for q [batch, heads, queries, head_dim] and k, v [batch, heads, keys, head_dim], keys ≥ queries
-// (the queries are the last of the keys' positions: earlier keys are a cache). With slopes
-// [heads], B = −slope · (query position − key position), ALiBi's bias. The gpt mixer's attention.
+// ms.ops.causal_attention{ q, k, v [, slopes] [, q_position, relative] }: softmax(q kᵀ /
+// √head_dim + B + causal mask) v for q [batch, heads, queries, head_dim] and k, v [batch, heads,
+// keys, head_dim], keys ≥ queries (the queries are the last of the keys' positions: earlier keys
+// are a cache). With slopes [heads], B = −slope · (query position − key position), ALiBi's bias;
+// with q_position (q's shape) and relative [heads, keys, head_dim], B_ij = q_position_i ·
+// relative[p_i − j] / √head_dim, Transformer-XL's relative positions. The gpt mixer's attention.
 int causal_attention_op(lua_State* L) {
   Options options = read_options(L, 1, "ms.ops.causal_attention");
   const torch::Tensor q = leading_field(options, "q", 4, "[batch, heads, queries, head_dim]");
@@ -256,8 +258,20 @@ int causal_attention_op(lua_State* L) {
   check_field(options, "v", v, k.sizes().vec(), q, "k's shape");
   const torch::Tensor slopes = tensor_field(options, "slopes", false);
   check_field(options, "slopes", slopes, {q.size(1)}, q, "[heads]");
+  const torch::Tensor q_position = tensor_field(options, "q_position", false);
+  check_field(options, "q_position", q_position, q.sizes().vec(), q, "q's shape");
+  const torch::Tensor relative = tensor_field(options, "relative", false);
+  check_field(options, "relative", relative, {q.size(1), k.size(2), q.size(3)}, q,
+              "[heads, keys, head_dim]");
+  if (q_position.defined() != relative.defined())
+    options.fail(q_position.defined() ? "relative" : "q_position",
+                 "must come with the other of q_position and relative");
+  if (relative.defined() && slopes.defined())
+    options.fail("slopes", "and relative positions do not combine: give one of them");
   options.finish();
-  push_object<torch::Tensor>(L, ops::causal_attention(q, k, v, slopes));
+  push_object<torch::Tensor>(L, relative.defined()
+                                    ? ops::causal_attention_relative(q, k, v, q_position, relative)
+                                    : ops::causal_attention(q, k, v, slopes));
   return 1;
 }
 

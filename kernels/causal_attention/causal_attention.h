@@ -8,7 +8,18 @@
 // where query i sits at position p_i = keys − queries + i (the queries are the last of the keys:
 // with a cache of earlier keys and values in front, p_i counts them), and m_h is head h's slope
 // of ALiBi's linear bias (Press et al.; zero without slopes). The bias is a constant of the
-// scores, so the backward below holds as written. Sixteen queries go through
+// scores, so the backward below holds as written.
+//
+// Relative positions (Transformer-XL, Dai et al.), when given, add to each score
+//
+//   scale · q'_i · r_{h, p_i − j}
+//
+// where q' is the query with the position bias (q holds the one with the content bias) and
+// r_{h,d} head h's key for distance d, so that ∂q'_i = scale Σ_j dS_ij r_{p_i − j} and
+// ∂r_d = scale Σ_{i,j: p_i − j = d} dS_ij q'_i. A tile's queries are consecutive, so at key j
+// its lanes' distances are too: one vector load from a transposed copy of the head's table.
+//
+// Sixteen queries go through
 // at a time, one per vector lane, in two passes over the keys they see (the largest score, then
 // the exponentials and the weighted sum), so the work is O(queries · keys · head_dim) and the
 // memory one score per key, whatever the length. libtorch's CPU flash attention calls a BLAS
@@ -51,6 +62,8 @@ struct AttentionForward {
   const T* slopes;  // [heads], ALiBi's m_h (null: no bias)
   T scale;
   AttentionShape shape;
+  SequenceView<const T> q_position{};  // q' [batch, heads, queries, head_dim] (relative positions)
+  const T* relative = nullptr;         // [heads, keys, head_dim], r_{h,d} (null: none)
 };
 
 template <typename T>
@@ -61,6 +74,10 @@ struct AttentionBackward {
   SequenceView<T> grad_q, grad_k, grad_v;
   T scale;
   AttentionShape shape;
+  SequenceView<const T> q_position{};  // as in AttentionForward
+  const T* relative = nullptr;
+  SequenceView<T> grad_q_position{};
+  T* grad_relative = nullptr;  // [batch, heads, keys, head_dim]: each batch element's share
 };
 
 // Heads [begin, end) of shape.head_count().

@@ -87,22 +87,75 @@ Lanes<T> with_bias(Lanes<T> s, T slope, const Lanes<T>& last, int64_t j) {
   return s - slope * (last - static_cast<T>(j));
 }
 
-// `columns` holds 2 · dim columns, `scores` one per key.
+// A head's relative-position keys r_{h,d} (or their gradient), column-major: column c at
+// values[c · stride + kTileRows + d] for distance d, with kTileRows zeros either side. A tile's
+// lanes see the distances d₀, d₀ + 1, …, d₀ + 15 at one key, d₀ = p_first − j, which run from
+// −15 (keys past the last query's) to keys + 14 (lanes past the tile's queries): one vector
+// load or store, and never out of the array.
+template <typename T>
+struct DistanceColumns {
+  std::vector<T> values;
+  int64_t stride;
+
+  DistanceColumns(int64_t keys, int64_t dim)
+      : values(static_cast<size_t>((keys + 2 * kTileRows) * dim)), stride(keys + 2 * kTileRows) {}
+  T* at(int64_t c, int64_t first_distance) {
+    return values.data() + c * stride + kTileRows + first_distance;
+  }
+  // The head's rows [keys, dim] into the columns (the pads stay zero).
+  void load(const T* rows, int64_t keys, int64_t dim) {
+    for (int64_t d = 0; d < keys; ++d)
+      for (int64_t c = 0; c < dim; ++c) *at(c, d) = rows[d * dim + c];
+  }
+  void store(T* rows, int64_t keys, int64_t dim) {
+    for (int64_t d = 0; d < keys; ++d)
+      for (int64_t c = 0; c < dim; ++c) rows[d * dim + c] = *at(c, d);
+  }
+};
+
+// The first lane's distance to key j.
+inline int64_t first_distance(const AttentionShape& s, const QueryTile& tile, int64_t j) {
+  return s.last_key(tile.first) - j;
+}
+
+// scale · q'_i · r_{p_i − j} for every lane, the sum over dimensions in order.
+template <typename T>
+Lanes<T> position_scores(const Lanes<T>* q_position, DistanceColumns<T>& table, int64_t distance,
+                         int64_t dim, T scale) {
+  Lanes<T> s{};
+  for (int64_t c = 0; c < dim; ++c)
+    s += q_position[c] * load_lanes(table.at(c, distance), kTileRows);
+  return s * scale;
+}
+
+// A tile's scores at key j: content, relative positions where given, ALiBi's bias.
+template <typename Params, typename T>
+Lanes<T> tile_scores(const Params& p, const QueryTile& tile, const Lanes<T>* q,
+                     const Lanes<T>* q_position, DistanceColumns<T>* table, const Lanes<T>& last,
+                     int64_t j, int64_t dim) {
+  Lanes<T> s = scores_of(q, p.k.at(tile.b, tile.h, j), dim, p.scale);
+  if (table)
+    s += position_scores(q_position, *table, first_distance(p.shape, tile, j), dim, p.scale);
+  return with_bias(s, slope_of(p, tile), last, j);
+}
+
+// `columns` holds 3 · dim columns, `scores` one per key; `table` the head's relative keys, or
+// null.
 template <typename T, int64_t Dim>
 void forward_tile(const AttentionForward<T>& p, const QueryTile& tile, Lanes<T>* columns,
-                  Lanes<T>* scores) {
+                  Lanes<T>* scores, DistanceColumns<T>* table) {
   const int64_t dim = dim_of<Dim>(p.shape.head_dim);
   Lanes<T>* q = columns;
   Lanes<T>* acc = columns + dim;
+  Lanes<T>* q_position = acc + dim;
   load_queries(p.q, tile, dim, q);
+  if (table) load_queries(p.q_position, tile, dim, q_position);
   const Lanes<T> last = last_keys<T>(p.shape, tile);
   const int64_t keys = keys_walked(p.shape, tile);
-  const T slope = slope_of(p, tile);
   const Lanes<T> minus_infinity = broadcast<T>(-std::numeric_limits<T>::infinity());
   Lanes<T> largest = minus_infinity;
   for (int64_t j = 0; j < keys; ++j) {
-    const Lanes<T> s =
-        with_bias(scores_of(q, p.k.at(tile.b, tile.h, j), dim, p.scale), slope, last, j);
+    const Lanes<T> s = tile_scores(p, tile, q, q_position, table, last, j, dim);
     const auto seen = broadcast<T>(static_cast<T>(j)) <= last;
     scores[j] = seen ? s : minus_infinity;
     largest = scores[j] > largest ? scores[j] : largest;
@@ -124,11 +177,22 @@ void forward_tile(const AttentionForward<T>& p, const QueryTile& tile, Lanes<T>*
   }
 }
 
+// Where the backward of relative positions goes: the head's relative keys and their
+// gradient's partial (both DistanceColumns), and q' and ∂q' for the tile (dim columns each).
+template <typename T>
+struct RelativeTerms {
+  DistanceColumns<T>* table;
+  DistanceColumns<T>* grad_table;
+  Lanes<T>* q_position;
+  Lanes<T>* grad_q_position;
+};
+
 // The tile's terms of the head's key and value gradients go into per-lane partials,
-// grad_keys[j · dim + c] and grad_values[j · dim + c].
+// grad_keys[j · dim + c] and grad_values[j · dim + c]; those of relative positions, where
+// `relative` is given, into its gradients.
 template <typename T, int64_t Dim>
 void backward_tile(const AttentionBackward<T>& p, const QueryTile& tile, Lanes<T>* columns,
-                   Lanes<T>* grad_keys, Lanes<T>* grad_values) {
+                   Lanes<T>* grad_keys, Lanes<T>* grad_values, const RelativeTerms<T>* relative) {
   const int64_t dim = dim_of<Dim>(p.shape.head_dim);
   Lanes<T>* q = columns;
   Lanes<T>* grad_out = q + dim;
@@ -137,11 +201,14 @@ void backward_tile(const AttentionBackward<T>& p, const QueryTile& tile, Lanes<T
   load_queries(p.q, tile, dim, q);
   load_queries(p.grad_out, tile, dim, grad_out);
   load_queries(p.out, tile, dim, out);
+  if (relative) {
+    load_queries(p.q_position, tile, dim, relative->q_position);
+    for (int64_t c = 0; c < dim; ++c) relative->grad_q_position[c] = Lanes<T>{};
+  }
   const Lanes<T> log_sum_exp = load_lanes(
       p.log_sum_exp + (tile.b * p.shape.heads + tile.h) * p.shape.queries + tile.first, tile.count);
   const Lanes<T> last = last_keys<T>(p.shape, tile);
   const int64_t keys = keys_walked(p.shape, tile);
-  const T slope = slope_of(p, tile);
   // dP_ij = ∂o_i · v_j, then dS_ij = P_ij (dP_ij − ∂o_i · o_i) (times the scale, for ∂q, ∂k).
   Lanes<T> along{};
   for (int64_t c = 0; c < dim; ++c) along += grad_out[c] * out[c];
@@ -149,7 +216,8 @@ void backward_tile(const AttentionBackward<T>& p, const QueryTile& tile, Lanes<T
   for (int64_t j = 0; j < keys; ++j) {
     const T* k = p.k.at(tile.b, tile.h, j);
     const T* v = p.v.at(tile.b, tile.h, j);
-    const Lanes<T> s = with_bias(scores_of(q, k, dim, p.scale), slope, last, j);
+    const Lanes<T> s = tile_scores(p, tile, q, relative ? relative->q_position : nullptr,
+                                   relative ? relative->table : nullptr, last, j, dim);
     const auto seen = broadcast<T>(static_cast<T>(j)) <= last;
     const Lanes<T> probability = seen ? exp_lanes(s - log_sum_exp) : Lanes<T>{};
     Lanes<T> grad_probability{};
@@ -162,8 +230,22 @@ void backward_tile(const AttentionBackward<T>& p, const QueryTile& tile, Lanes<T
       grad_k[c] += grad_score * q[c];
       grad_v[c] += probability * grad_out[c];
     }
+    if (relative) {
+      // Each lane adds into its own distance, so one vector per column. Lanes past the causal
+      // mask or past the tile's queries have dS = 0 and add zeros (into the pads, where their
+      // distance is out of the table).
+      const int64_t distance = first_distance(p.shape, tile, j);
+      for (int64_t c = 0; c < dim; ++c) {
+        T* r = relative->table->at(c, distance);
+        T* grad_r = relative->grad_table->at(c, distance);
+        relative->grad_q_position[c] += grad_score * load_lanes(r, kTileRows);
+        store_lanes(load_lanes(grad_r, kTileRows) + grad_score * relative->q_position[c], kTileRows,
+                    grad_r);
+      }
+    }
   }
   store_queries(grad_q, tile, dim, p.grad_q);
+  if (relative) store_queries(relative->grad_q_position, tile, dim, p.grad_q_position);
 }
 
 // Calls body(tile) for the query tiles of a head.
@@ -176,12 +258,16 @@ void for_query_tiles(const AttentionShape& s, int64_t head, F&& body) {
 
 template <typename T>
 void forward_heads(const AttentionForward<T>& p, int64_t begin, int64_t end) {
-  TileScratch<T> columns(2 * p.shape.head_dim);
-  TileScratch<T> scores(p.shape.keys);
-  with_fixed_dims(p.shape.head_dim, p.shape.head_dim, [&]<int64_t Dim, int64_t>() {
+  const AttentionShape& s = p.shape;
+  TileScratch<T> columns(3 * s.head_dim);
+  TileScratch<T> scores(s.keys);
+  DistanceColumns<T> table(p.relative ? s.keys : 0, s.head_dim);
+  with_fixed_dims(s.head_dim, s.head_dim, [&]<int64_t Dim, int64_t>() {
     for (int64_t head = begin; head < end; ++head) {
-      for_query_tiles(p.shape, head, [&](const QueryTile& tile) {
-        forward_tile<T, Dim>(p, tile, columns.data(), scores.data());
+      if (p.relative)
+        table.load(p.relative + head % s.heads * s.keys * s.head_dim, s.keys, s.head_dim);
+      for_query_tiles(s, head, [&](const QueryTile& tile) {
+        forward_tile<T, Dim>(p, tile, columns.data(), scores.data(), p.relative ? &table : nullptr);
       });
     }
   });
@@ -191,17 +277,27 @@ template <typename T>
 void backward_heads(const AttentionBackward<T>& p, int64_t begin, int64_t end) {
   const AttentionShape& s = p.shape;
   const int64_t per_head = s.keys * s.head_dim;
-  TileScratch<T> columns(4 * s.head_dim);
+  TileScratch<T> columns(6 * s.head_dim);
   TileScratch<T> partials(2 * per_head);
   std::vector<T> sums(static_cast<size_t>(2 * per_head));
+  const int64_t relative_keys = p.relative ? s.keys : 0;
+  DistanceColumns<T> table(relative_keys, s.head_dim), grad_table(relative_keys, s.head_dim);
+  const RelativeTerms<T> relative{&table, &grad_table, columns.data() + 4 * s.head_dim,
+                                  columns.data() + 5 * s.head_dim};
   with_fixed_dims(s.head_dim, s.head_dim, [&]<int64_t Dim, int64_t>() {
     for (int64_t head = begin; head < end; ++head) {
       Lanes<T>* grad_keys = partials.data();
       Lanes<T>* grad_values = grad_keys + per_head;
       std::fill(grad_keys, grad_keys + 2 * per_head, Lanes<T>{});
+      if (p.relative) {
+        table.load(p.relative + head % s.heads * per_head, s.keys, s.head_dim);
+        std::fill(grad_table.values.begin(), grad_table.values.end(), T(0));
+      }
       for_query_tiles(s, head, [&](const QueryTile& tile) {
-        backward_tile<T, Dim>(p, tile, columns.data(), grad_keys, grad_values);
+        backward_tile<T, Dim>(p, tile, columns.data(), grad_keys, grad_values,
+                              p.relative ? &relative : nullptr);
       });
+      if (p.relative) grad_table.store(p.grad_relative + head * per_head, s.keys, s.head_dim);
       sum_lanes(grad_keys, 2 * per_head, sums.data());
       const int64_t b = head / s.heads, h = head % s.heads;
       for (int64_t j = 0; j < s.keys; ++j) {

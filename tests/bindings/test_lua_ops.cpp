@@ -300,6 +300,27 @@ TEST_CASE("ms.ops.causal_attention is softmax attention written in Lua, with a k
       local written_biased = (masked + bias:reshape{ 1, 2, 3, 5 }):softmax(4):matmul(v)
       assert(gap(biased, written_biased) < 1e-12, "alibi, head_dim " .. head_dim)
       assert(gap(biased, o) > 1e-3, "alibi changes the output")
+      -- Relative positions: the score of key j gains q_position_i · relative[p_i − j] / √d,
+      -- relative's row d + 1 in Lua's numbering.
+      local qp, relative = input({ 2, 2, 3, head_dim }, 4), input({ 2, 5, head_dim }, 5)
+      local by_distance = qp:matmul(relative:transpose(2, 3))  -- [2, 2, 3, distance + 1]
+      local rows = {}
+      for i = 1, 3 do
+        local pick = {}  -- pick[d + 1][j] = 1 where query i is d past key j (query i is key 2 + i)
+        for d = 0, 4 do
+          pick[d + 1] = {}
+          for j = 1, 5 do pick[d + 1][j] = d == 2 + i - j and 1 or 0 end
+        end
+        rows[i] = by_distance:select(3, i):matmul(ms.tensor(pick):to("float64")):reshape{ 2, 2, 1, 5 }
+      end
+      local bias = ms.cat(rows, 3) * (1 / math.sqrt(head_dim))
+      local relative_o = ms.ops.causal_attention{ q = q, k = k, v = v, q_position = qp,
+                                                  relative = relative }
+      local written_relative = (masked + bias):softmax(4):matmul(v)
+      assert(gap(relative_o, written_relative) < 1e-12, "relative, head_dim " .. head_dim)
+      relative_o:sum():backward()
+      assert(qp:grad():abs():amax():item() > 0 and relative:grad():abs():amax():item() > 0,
+             "gradients reach q_position and relative")
     end
   )lua");
 }
@@ -336,4 +357,15 @@ TEST_CASE("ms.ops scans and attention name the argument that is wrong") {
                      "v = q, slopes = ms.zeros{3} }")
                  .error,
              Contains("option 'slopes' must be [heads] = [2], got [3]"));
+  const std::string qkv =
+      "local q = ms.zeros{1, 2, 4, 3}; ms.ops.causal_attention{ q = q, k = q, "
+      "v = q, ";
+  CHECK_THAT(run_lua(qkv + "q_position = q }").error,
+             Contains("option 'relative' must come with the other of q_position and relative"));
+  CHECK_THAT(run_lua(qkv + "q_position = q, relative = ms.zeros{2, 3, 3} }").error,
+             Contains("option 'relative' must be [heads, keys, head_dim] = [2, 4, 3], got "
+                      "[2, 3, 3]"));
+  CHECK_THAT(
+      run_lua(qkv + "q_position = q, relative = ms.zeros{2, 4, 3}, slopes = ms.zeros{2} }").error,
+      Contains("option 'slopes' and relative positions do not combine"));
 }

@@ -109,6 +109,16 @@ TEST_CASE("ms.ops on CUDA tensors match the CPU, outputs and gradients", "[gpu]"
       k = { shape = { B, H, L, 8 }, seed = 2, grad = true },
       v = { shape = { B, H, L, 8 }, seed = 3, grad = true },
     }, function(x) return ms.ops.causal_attention{ q = x.q, k = x.k, v = x.v } end)
+    compare("causal_attention, relative positions", {
+      q = { shape = { B, H, L, 8 }, seed = 1, grad = true },
+      k = { shape = { B, H, L, 8 }, seed = 2, grad = true },
+      v = { shape = { B, H, L, 8 }, seed = 3, grad = true },
+      q_position = { shape = { B, H, L, 8 }, seed = 4, grad = true },
+      relative = { shape = { H, L, 8 }, seed = 5, grad = true },
+    }, function(x)
+      return ms.ops.causal_attention{ q = x.q, k = x.k, v = x.v, q_position = x.q_position,
+                                      relative = x.relative }
+    end)
     compare("causal_conv", {
       x = { shape = { B, L, 6 }, seed = 1, grad = true },
       weight = { shape = { 6, 1, 4 }, seed = 2, grad = true },

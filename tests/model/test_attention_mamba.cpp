@@ -188,19 +188,44 @@ TEST_CASE("causal_attention_reference equals softmax(QKᵀ/sqrt(d) + mask) V, wi
 
 namespace {
 
-// Outputs and the gradients of Σ o ⊙ w for q, k and v, through the kernel or the composed ops.
-std::vector<torch::Tensor> attention_with_grads(const torch::Tensor& q, const torch::Tensor& k,
-                                                const torch::Tensor& v, bool use_fused,
-                                                const torch::Tensor& slopes = {}) {
-  std::vector<torch::Tensor> leaves = {q.detach().clone().requires_grad_(),
-                                       k.detach().clone().requires_grad_(),
-                                       v.detach().clone().requires_grad_()};
-  const torch::Tensor out =
-      use_fused ? ops::causal_attention_kernel(leaves[0], leaves[1], leaves[2], slopes)
-                : ops::causal_attention_reference(leaves[0], leaves[1], leaves[2], slopes);
+// Outputs and the gradients of Σ o ⊙ w for each input, through the kernel or the composed ops:
+// q, k and v (with ALiBi's slopes where given), or q, k, v, q' and r (relative positions).
+std::vector<torch::Tensor> attention_with_grads(const std::vector<torch::Tensor>& inputs,
+                                                bool use_fused, const torch::Tensor& slopes = {}) {
+  std::vector<torch::Tensor> leaves;
+  for (const torch::Tensor& x : inputs) leaves.push_back(x.detach().clone().requires_grad_());
+  const auto& l = leaves;
+  torch::Tensor out;
+  if (leaves.size() == 5) {
+    out = use_fused ? ops::causal_attention_relative_kernel(l[0], l[1], l[2], l[3], l[4])
+                    : ops::causal_attention_relative_reference(l[0], l[1], l[2], l[3], l[4]);
+  } else {
+    out = use_fused ? ops::causal_attention_kernel(l[0], l[1], l[2], slopes)
+                    : ops::causal_attention_reference(l[0], l[1], l[2], slopes);
+  }
   torch::manual_seed(97);  // the same weights for both (randn_like would follow out's strides)
   (out * torch::randn(out.sizes(), out.options())).sum().backward();
-  return {out.detach(), leaves[0].grad(), leaves[1].grad(), leaves[2].grad()};
+  std::vector<torch::Tensor> results = {out.detach()};
+  for (const torch::Tensor& leaf : leaves) results.push_back(leaf.grad());
+  return results;
+}
+
+// q, k and v for `queries` queries after `cached` keys, 3 heads, batch 2; with relative
+// positions q' and r too. The queries as strided head views of a projection, as the gpt mixer
+// hands them over.
+std::vector<torch::Tensor> attention_inputs(int64_t head_dim, int64_t queries, int64_t cached,
+                                            torch::Dtype dtype, bool relative) {
+  torch::manual_seed(6);
+  const auto options = torch::TensorOptions().dtype(dtype);
+  const int64_t keys = cached + queries;
+  std::vector<torch::Tensor> inputs = {
+      torch::randn({2, queries, 3, head_dim}, options).mul(2).transpose(1, 2),
+      torch::randn({2, 3, keys, head_dim}, options), torch::randn({2, 3, keys, head_dim}, options)};
+  if (relative) {
+    inputs.push_back(torch::randn({2, queries, 3, head_dim}, options).transpose(1, 2));
+    inputs.push_back(torch::randn({keys, 3, head_dim}, options).transpose(0, 1));
+  }
+  return inputs;
 }
 
 }  // namespace
@@ -208,47 +233,53 @@ std::vector<torch::Tensor> attention_with_grads(const torch::Tensor& q, const to
 TEST_CASE("fused causal attention matches the composed ops: outputs and gradients, with a cache") {
   const auto [dtype, tolerance] =
       GENERATE(std::make_pair(torch::kDouble, 1e-10), std::make_pair(torch::kFloat, 1e-5));
-  // Head sizes with a compiled path (4, 16) and without (5); queries 1, 7 and 33 after 0 or
-  // 3 cached keys.
+  // Head sizes with a compiled path (4, 16) and without (5); queries 1, 7 and 33 (a partial
+  // tile, one and three tiles, whose lanes read relative distances past either end of the
+  // table) after 0 or 3 cached keys; plain scores, ALiBi's bias, relative positions.
   const int64_t head_dim = GENERATE(4, 5, 16);
   const int64_t queries = GENERATE(1, 7, 33);
   const int64_t cached = GENERATE(0, 3);
-  const bool alibi = GENERATE(false, true);
+  const std::string scores = GENERATE(as<std::string>{}, "plain", "alibi", "relative");
   INFO("dtype " << dtype << ", head_dim " << head_dim << ", queries " << queries << ", cached "
-                << cached << ", alibi " << alibi);
-  torch::manual_seed(6);
-  const auto options = torch::TensorOptions().dtype(dtype);
-  // q as the strided head view of a projection, as the gpt mixer hands it over.
-  const torch::Tensor q = torch::randn({2, queries, 3, head_dim}, options).mul(2).transpose(1, 2);
-  const torch::Tensor k = torch::randn({2, 3, cached + queries, head_dim}, options);
-  const torch::Tensor v = torch::randn({2, 3, cached + queries, head_dim}, options);
-  const torch::Tensor slopes = alibi ? ops::alibi_slopes(3).to(dtype) : torch::Tensor();
-  const auto fused_result = attention_with_grads(q, k, v, true, slopes);
-  const auto reference = attention_with_grads(q, k, v, false, slopes);
-  const char* names[] = {"out", "grad q", "grad k", "grad v"};
+                << cached << ", " << scores);
+  const auto inputs = attention_inputs(head_dim, queries, cached, dtype, scores == "relative");
+  const torch::Tensor slopes = scores == "alibi" ? ops::alibi_slopes(3).to(dtype) : torch::Tensor();
+  const auto fused_result = attention_with_grads(inputs, true, slopes);
+  const auto reference = attention_with_grads(inputs, false, slopes);
+  const char* names[] = {"out", "grad q", "grad k", "grad v", "grad q_position", "grad relative"};
   for (size_t i = 0; i < reference.size(); ++i) {
     INFO(names[i]);
     CHECK(relative_error(fused_result[i], reference[i]) < tolerance);
   }
 }
 
+TEST_CASE("relative attention refuses inputs of the wrong shape, naming what it expects") {
+  const auto x = attention_inputs(4, 5, 2, torch::kDouble, true);
+  CHECK_THROWS_WITH(
+      ops::causal_attention_relative_kernel(x[0], x[1], x[2], x[3], x[4].narrow(1, 0, 5)),
+      Contains("relative must be [heads, keys, head_dim] = [3, 7, 4]"));
+  CHECK_THROWS_WITH(ops::causal_attention_relative_kernel(x[0], x[1], x[2], x[1], x[4]),
+                    Contains("q_position must be like q"));
+}
+
 TEST_CASE("fused causal attention gives the same bits with one thread and two") {
-  torch::manual_seed(7);
-  const torch::Tensor q = torch::randn({8, 4, 40, 4});
-  const torch::Tensor k = torch::randn({8, 4, 40, 4});
-  const torch::Tensor v = torch::randn({8, 4, 40, 4});
-  const int before = at::get_num_threads();
-  at::set_num_threads(1);
-  const auto one = attention_with_grads(q, k, v, true);
-  at::set_num_threads(2);
-  const auto two = attention_with_grads(q, k, v, true);
-  at::set_num_threads(before);
-  for (size_t i = 0; i < one.size(); ++i) CHECK(torch::equal(one[i], two[i]));
+  for (const bool relative : {false, true}) {
+    INFO("relative " << relative);
+    const auto inputs = attention_inputs(4, 40, 0, torch::kFloat, relative);
+    const int before = at::get_num_threads();
+    at::set_num_threads(1);
+    const auto one = attention_with_grads(inputs, true);
+    at::set_num_threads(2);
+    const auto two = attention_with_grads(inputs, true);
+    at::set_num_threads(before);
+    for (size_t i = 0; i < one.size(); ++i) CHECK(torch::equal(one[i], two[i]));
+  }
 }
 
 TEST_CASE("the gpt mixer, fused and reference, gives the same outputs and gradients") {
-  const std::string positions = GENERATE(as<std::string>{}, "learned", "rope", "alibi");
-  // Head size 4 runs the attention kernel, 16 libtorch's scaled_dot_product_attention.
+  const std::string positions = GENERATE(as<std::string>{}, "learned", "rope", "alibi", "relative");
+  // Head size 4 runs the attention kernel, 16 libtorch's scaled_dot_product_attention (relative
+  // positions: the kernel at both).
   const int64_t d_model = GENERATE(8, 32);
   INFO(positions << ", d_model " << d_model << " in 2 heads");
   std::vector<std::vector<torch::Tensor>> results;
@@ -292,8 +323,11 @@ TEST_CASE("the gpt mixer equals attention written out from its weights") {
 
 TEST_CASE(
     "gpt with relative positions equals Transformer-XL's scores written out from its weights") {
+  const std::string impl = GENERATE(as<std::string>{}, "fused", "reference");
+  INFO("impl " << impl);
   Options options("gpt test");
   options.set("positions", text("relative"));
+  options.set("impl", text(impl));
   const int64_t d_model = 6, heads = 2, head_dim = 3, length = 5;
   const MixerContext context{d_model, heads, 1};
   Mixer mixer = make_mixer("gpt", context, options);

@@ -113,26 +113,19 @@ torch::Tensor GptMixerImpl::attend(const torch::Tensor& q, const torch::Tensor& 
                      : ops::causal_attention_reference(q, k, v, slopes_);
 }
 
-// Scores by distance first, one row per distance 0 .. keys − 1, then gathered to each (query,
-// key) pair: the table is keys rows long, not queries × keys.
+// Transformer-XL's scores: (q + u) · k_j + (q + w) · W_r R_{p_i − j}, R the sinusoidal table of
+// distances.
 torch::Tensor GptMixerImpl::attend_relative(const torch::Tensor& q, const torch::Tensor& k,
                                             const torch::Tensor& v) const {
-  const int64_t queries = q.size(2), keys = k.size(2);
+  const int64_t keys = k.size(2);
   const torch::Tensor u = content_bias_.view({1, heads_, 1, head_dim_});
   const torch::Tensor w = position_bias_.view({1, heads_, 1, head_dim_});
   // W_r R_d for d = 0 .. keys − 1, as [heads, distance, head_dim].
   const torch::Tensor table = sinusoidal_positions(0, keys, d_model_, q.options());
   const torch::Tensor relative_keys =
       torch::matmul(table, relative_->weight.t()).view({keys, heads_, head_dim_}).transpose(0, 1);
-  const torch::Tensor by_distance = torch::matmul(q + w, relative_keys.transpose(-1, -2));
-  const torch::Tensor distance = ops::query_key_distances(queries, keys, q.device());
-  // In place from here: at the Chomsky tasks' 500 positions these are the largest tensors of the
-  // model, and neither the products nor the sum are needed by the backward.
-  torch::Tensor scores = torch::matmul(q + u, k.transpose(-1, -2));
-  scores.add_(by_distance.gather(-1, distance.clamp_min(0).expand(scores.sizes())));
-  scores.mul_(1.0 / std::sqrt(static_cast<double>(head_dim_)));
-  scores.masked_fill_(distance < 0, -INFINITY);
-  return torch::matmul(torch::softmax(scores, -1), v);
+  return impl_.fused ? ops::causal_attention_relative(q + u, k, v, q + w, relative_keys)
+                     : ops::causal_attention_relative_reference(q + u, k, v, q + w, relative_keys);
 }
 
 nlohmann::json GptMixerImpl::config() const {

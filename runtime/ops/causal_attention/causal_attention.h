@@ -28,6 +28,24 @@ torch::Tensor causal_attention_kernel(const torch::Tensor& q, const torch::Tenso
 torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
                                          const torch::Tensor& v, const torch::Tensor& slopes = {});
 
+// Transformer-XL's relative positions (Dai et al.): the scores of causal_attention() without
+// a bias, plus q_position_i · r_{h, p_i − j} / sqrt(head_dim), where q holds the queries with the
+// content bias, q_position [batch, heads, queries, head_dim] those with the position bias, and
+// relative [heads, keys, head_dim] head h's key r_{h,d} for distance d = 0 .. keys − 1.
+// Gradients flow to all five. The kernel on the CPU (float32/float64, any head size: libtorch
+// has no op that would be faster), the composed ops elsewhere.
+torch::Tensor causal_attention_relative(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, const torch::Tensor& q_position,
+                                        const torch::Tensor& relative);
+torch::Tensor causal_attention_relative_kernel(const torch::Tensor& q, const torch::Tensor& k,
+                                               const torch::Tensor& v,
+                                               const torch::Tensor& q_position,
+                                               const torch::Tensor& relative);
+torch::Tensor causal_attention_relative_reference(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& v,
+                                                  const torch::Tensor& q_position,
+                                                  const torch::Tensor& relative);
+
 // p_i − j for query i (row) and key j (column) in the causal_attention() layout, int64
 // [queries, keys] on `device`: negative where key j is in query i's future. What ALiBi's bias and
 // relative positions (the gpt mixer) are functions of.
