@@ -159,9 +159,10 @@ bool is_choice(lua_State* L, int value, int choices) {
   return false;
 }
 
-// The --set value on top of the stack (a list: each of its items) is one of the choices.
-void check_choices(lua_State* L, const std::string& key, const std::string& text, int choices) {
-  const std::string words = choice_words(L, choices);
+// The --set value on top of the stack (a list: each of its items) is one of the choices, which
+// `words` lists.
+void check_choices(lua_State* L, const std::string& key, const std::string& text, int choices,
+                   const std::string& words) {
   const int value = lua_gettop(L);
   if (lua_type(L, value) != LUA_TTABLE) {
     if (!is_choice(L, value, choices)) bad_param(L, key, text, "one of: " + words);
@@ -195,7 +196,8 @@ int param(lua_State* L) {
   const bool choices = !lua_isnil(L, 3);
   if (choices && !lua_istable(L, 3))
     argument_error(L, 3, std::string("the choices must be a list, got ") + luaL_typename(L, 3));
-  if (choices) choice_words(L, 3);                    // checks the choices even when unset
+  // Checks the choices even when the key is not set.
+  const std::string words = choices ? choice_words(L, 3) : std::string();
   if (type == LUA_TTABLE) push_list_item_type(L, 2);  // checks the default even when unset
   Session& current = session(L);
   current.params_read.insert(key);
@@ -210,7 +212,7 @@ int param(lua_State* L) {
   } else if (!push_typed(L, text, 2)) {
     bad_param(L, key, text, type_words(L, 2, false));
   }
-  if (choices) check_choices(L, key, text, 3);
+  if (choices) check_choices(L, key, text, 3, words);
   return 1;
 }
 

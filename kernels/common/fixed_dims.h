@@ -6,6 +6,7 @@
 // included, stays exactly that of the run-time loop. 0 means "read at run time".
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/common/host_device.h"
 
@@ -16,27 +17,35 @@ MS_HOST_DEVICE constexpr int64_t dim_of(int64_t runtime) {
   return Fixed > 0 ? Fixed : runtime;
 }
 
+// Returns f(std::integral_constant<int64_t, D>{}) with D = dim where dim is one of the compiled
+// sizes, else D = 0 (host code only; a generic lambda, so nvcc's C++17 takes it too).
+template <typename F>
+auto with_fixed_dim(int64_t dim, F&& f) {
+  switch (dim) {
+    case 4:
+      return f(std::integral_constant<int64_t, 4>{});
+    case 8:
+      return f(std::integral_constant<int64_t, 8>{});
+    case 16:
+      return f(std::integral_constant<int64_t, 16>{});
+    case 32:
+      return f(std::integral_constant<int64_t, 32>{});
+    case 64:
+      return f(std::integral_constant<int64_t, 64>{});
+    default:
+      return f(std::integral_constant<int64_t, 0>{});
+  }
+}
+
 // Calls f.template operator()<K, V>() with the sizes fixed where (key_dim, value_dim) is one of
-// the compiled pairs, else with <0, 0> (host code only).
+// the compiled pairs (equal sizes), else with <0, 0> (host code only).
 template <typename F>
 void with_fixed_dims(int64_t key_dim, int64_t value_dim, F&& f) {
-  if (key_dim == value_dim) {
-    switch (key_dim) {
-      case 4:
-        return f.template operator()<4, 4>();
-      case 8:
-        return f.template operator()<8, 8>();
-      case 16:
-        return f.template operator()<16, 16>();
-      case 32:
-        return f.template operator()<32, 32>();
-      case 64:
-        return f.template operator()<64, 64>();
-      default:
-        break;
-    }
-  }
-  f.template operator()<0, 0>();
+  if (key_dim != value_dim) return f.template operator()<0, 0>();
+  with_fixed_dim(key_dim, [&](auto size) {
+    constexpr int64_t d = decltype(size)::value;
+    f.template operator()<d, d>();
+  });
 }
 
 }  // namespace memscript::kernels

@@ -30,7 +30,6 @@
 // stores no checkpoint: it keeps only the running S (dv·dk per head), held in state_out.
 
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/common/cuda_device.h"
 #include "kernels/common/fixed_dims.h"
@@ -356,26 +355,6 @@ MS_HOST_DEVICE inline void delta_rule_forward_thread(const DeltaRuleForward<T>& 
                                                      int64_t thread, int64_t threads_per_block) {
   const int64_t row = block * threads_per_block + thread;
   if (row < p.shape.row_count()) delta_rule_forward_row<Erase, KeyDecay, T, KeyDim>(p, row);
-}
-
-// Returns f(std::integral_constant<int64_t, K>{}) with K the key size where the CUDA forward
-// compiles it in (and keeps a row in a local array), else K = 0 (host code only).
-template <typename F>
-auto with_forward_key_dim(int64_t key_dim, F&& f) {
-  switch (key_dim) {
-    case 4:
-      return f(std::integral_constant<int64_t, 4>{});
-    case 8:
-      return f(std::integral_constant<int64_t, 8>{});
-    case 16:
-      return f(std::integral_constant<int64_t, 16>{});
-    case 32:
-      return f(std::integral_constant<int64_t, 32>{});
-    case 64:
-      return f(std::integral_constant<int64_t, 64>{});
-    default:
-      return f(std::integral_constant<int64_t, 0>{});
-  }
 }
 
 inline int64_t delta_rule_blocks(int64_t threads) {

@@ -43,7 +43,7 @@ __global__ void delta_rule_backward_kernel(DeltaRuleBackward<T> p) {
 // The kernels compiled for the shape's update and decay (and the forward's key size).
 template <bool Erase, bool KeyDecay, typename T>
 auto forward_kernel_of_size(int64_t key_dim) -> void (*)(DeltaRuleForward<T>) {
-  return with_forward_key_dim(key_dim, [](auto size) {
+  return with_fixed_dim(key_dim, [](auto size) {
     return delta_rule_forward_kernel<Erase, KeyDecay, T, decltype(size)::value>;
   });
 }

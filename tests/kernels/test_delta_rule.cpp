@@ -140,7 +140,7 @@ struct Buffers {
     memscript::test::emulate_launch(
         delta_rule_blocks(shape.row_count()), kDeltaRuleThreadsPerBlock,
         [&](int64_t block, int64_t thread) {
-          with_forward_key_dim(shape.key_dim, [&](auto size) {
+          with_fixed_dim(shape.key_dim, [&](auto size) {
             delta_rule_forward_thread<Erase, KeyDecay, T, decltype(size)::value>(
                 f, block, thread, kDeltaRuleThreadsPerBlock);
           });
