@@ -40,18 +40,8 @@ local all_models = { "lstm", "gpt-none", "gpt-sinusoidal", "gpt-learned", "gpt-r
 local all_tasks = { "parity", "even_pairs", "cycle_navigation", "arithmetic" }
 
 -- --set models=… / tasks=… run a part of the table; each name must be one of the above.
-local function chosen(key, all, known)
-  local names = ms.param(key, all)
-  for _, name in ipairs(names) do
-    if not known[name] then
-      error(string.format("--set %s: unknown name '%s' (known: %s)", key, name,
-                          table.concat(all, ", ")), 0)
-    end
-  end
-  return names
-end
-local model_names = chosen("models", all_models, models)
-local task_names = chosen("tasks", all_tasks, tasks)
+local model_names = ms.param("models", all_models, all_models)
+local task_names = ms.param("tasks", all_tasks, all_tasks)
 
 local function build(name, task, seed)
   local m = models[name]

@@ -40,18 +40,8 @@ local all_models = { "lstm", "gpt-none", "gpt-sinusoidal", "gpt-learned", "gpt-r
 local all_tasks = { "parity", "even_pairs", "cycle_navigation", "arithmetic" }
 
 -- --set models=… / tasks=… run a part of the table; each name must be one of the above.
-local function chosen(key, all, known)
-  local names = ms.param(key, all)
-  for _, name in ipairs(names) do
-    if not known[name] then
-      error(string.format("--set %s: unknown name '%s' (known: %s)", key, name,
-                          table.concat(all, ", ")), 0)
-    end
-  end
-  return names
-end
-local model_names = chosen("models", all_models, models)
-local task_names = chosen("tasks", all_tasks, tasks)
+local model_names = ms.param("models", all_models, all_models)
+local task_names = ms.param("tasks", all_tasks, all_tasks)
 
 local function build(name, task, seed)
   local m = models[name]
@@ -100,6 +90,23 @@ for _, range in ipairs(report.ranges) do
   found[range.labels.task .. "/" .. range.line] = range.accuracy
 end
 
+-- The table holds every model and task with a run in the folder, whether this invocation ran it
+-- or an earlier one did: a part run with --set models=… adds its rows to the same table.
+local function with_runs(names, part)
+  local out = {}
+  for _, name in ipairs(names) do
+    for key in pairs(found) do
+      if part(key) == name then
+        out[#out + 1] = name
+        break
+      end
+    end
+  end
+  return out
+end
+local table_models = with_runs(all_models, function(key) return key:match("/(.*)$") end)
+local table_tasks = with_runs(all_tasks, function(key) return key:match("^(.-)/") end)
+
 local function percent(stats)
   if not stats then return "–" end
   if not stats.low then return string.format("%.1f (n = 1)", 100 * stats.mean) end
@@ -110,7 +117,7 @@ end
 -- The best gpt of each task, by its best seed: the paper's maximum over encodings.
 local function best_gpt(task)
   local best, name = nil, nil
-  for _, model in ipairs(model_names) do
+  for _, model in ipairs(table_models) do
     local stats = found[task .. "/" .. model]
     if model ~= "lstm" and stats and (not best or stats.max > best.max) then
       best, name = stats, model
@@ -122,21 +129,21 @@ end
 if #report.ranges > 0 and not ms.dry_run then
   local header = { "| model |" }
   local rule = { "| --- |" }
-  for _, task in ipairs(task_names) do
+  for _, task in ipairs(table_tasks) do
     header[#header + 1] = " " .. task .. ": paper | memscript |"
     rule[#rule + 1] = " --- | --- |"
   end
   local rows = { table.concat(header), table.concat(rule) }
-  for _, model in ipairs(model_names) do
+  for _, model in ipairs(table_models) do
     local cells = { "| " .. model .. " |" }
-    for _, task in ipairs(task_names) do
+    for _, task in ipairs(table_tasks) do
       local reference = model == "lstm" and paper.lstm[task] or ""
       cells[#cells + 1] = " " .. reference .. " | " .. percent(found[task .. "/" .. model]) .. " |"
     end
     rows[#rows + 1] = table.concat(cells)
   end
   local cells = { "| transformer: best position kind |" }
-  for _, task in ipairs(task_names) do
+  for _, task in ipairs(table_tasks) do
     local stats, name = best_gpt(task)
     cells[#cells + 1] = " " .. paper.transformer[task] .. " | " .. percent(stats) ..
                         (name and " (" .. name .. ")" or "") .. " |"
