@@ -19,15 +19,23 @@ struct Experiment {
   const char* sweep = nullptr;
 };
 
+// Runs experiments/<path> in its quick variant with more --set values, into cwd/out.
+ProcessResult run_quick_with(const std::string& path, const std::vector<std::string>& sets,
+                             const TempDir& cwd) {
+  std::vector<std::string> args = {"--quiet", "--threads", "1", "--set", "quick=true"};
+  for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
+  args.insert(args.end(),
+              {"--out", "out", std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/" + path});
+  return run_process(MEMSCRIPT_BINARY, args, cwd.path());
+}
+
 // Runs experiments/<name>/<name>.lua (or the folder's other script) quickly into a temporary
 // output folder; checks that every run completed and the report is there.
 void run_quick(const Experiment& experiment, const TempDir& cwd) {
-  const std::string script =
-      std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/" + experiment.name + "/" +
-      (experiment.script ? experiment.script : experiment.name + std::string(".lua"));
-  const auto r = run_process(
-      MEMSCRIPT_BINARY,
-      {"--quiet", "--threads", "1", "--set", "quick=true", "--out", "out", script}, cwd.path());
+  const auto r = run_quick_with(
+      std::string(experiment.name) + "/" +
+          (experiment.script ? experiment.script : experiment.name + std::string(".lua")),
+      {}, cwd);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   const fs::path sweep =
@@ -176,6 +184,26 @@ TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs end to end in i
                         Contains("| deltanet | 41 | "));
 }
 
+TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs its short-conv models") {
+  TempDir cwd;
+  const auto r = run_quick_with("grazzi-table3/arithmetic-budget.lua",
+                                {"models=deltanet-neg-conv,deltanet-conv"}, cwd);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const fs::path sweep = cwd.path() / "out/grazzi-arithmetic-budget";
+  for (const char* run : {"model=deltanet-neg-conv,seed=41", "model=deltanet-conv,seed=41"}) {
+    INFO(run);
+    CHECK(read_file(sweep / run / "status") == "completed\n");
+    CHECK_THAT(read_file(sweep / run / "config.json"), Contains("\"short_conv\": 4"));
+  }
+  CHECK_THAT(read_file(sweep / "model=deltanet-neg-conv,seed=41/config.json"),
+             Contains("\"negative_eigenvalues\": true"));
+  const std::string table = read_file(sweep / "report/table3.md");
+  CHECK_THAT(table, Contains("| deltanet-neg-conv | 0.971 | ") &&
+                        Contains("| deltanet-conv | 0.314 | ") &&
+                        Contains("| deltanet-neg-conv | 41 | "));
+}
+
 TEST_CASE("experiment grazzi-table3's mamba-neg-budget.lua runs end to end in its quick variant") {
   TempDir cwd;
   run_quick({"grazzi-table3", 3, "mamba-neg-budget.lua", "grazzi-mamba-neg"}, cwd);
@@ -227,10 +255,7 @@ TEST_CASE("experiment zoology-mqar's --set vocab= splits the vocabulary as Zoolo
   TempDir cwd;
   const std::string script =
       std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/zoology-mqar/zoology-mqar.lua";
-  const auto ran = run_process(MEMSCRIPT_BINARY,
-                               {"--quiet", "--threads", "1", "--set", "quick=true", "--set",
-                                "vocab=128", "--out", "out", script},
-                               cwd.path());
+  const auto ran = run_quick_with("zoology-mqar/zoology-mqar.lua", {"vocab=128"}, cwd);
   INFO(ran.out << ran.err);
   REQUIRE(ran.exit_code == 0);
   const std::string config =
