@@ -202,6 +202,11 @@ TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs its short-conv 
   CHECK_THAT(table, Contains("| deltanet-neg-conv | 0.971 | ") &&
                         Contains("| deltanet-conv | 0.314 | ") &&
                         Contains("| deltanet-neg-conv | 41 | "));
+  const auto unknown = run_quick_with("grazzi-table3/arithmetic-budget.lua", {"models=conv"}, cwd);
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Contains("--set models=conv: expected a comma-separated list from: "
+                                   "deltanet, deltanet-conv, deltanet-neg, deltanet-neg-conv, "
+                                   "mamba-neg, transformer (item 1 is 'conv')"));
 }
 
 TEST_CASE("experiment grazzi-table3's mamba-neg-budget.lua runs end to end in its quick variant") {
