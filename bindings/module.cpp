@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "bindings/error.h"
 #include "bindings/lua_sweep.h"
 #include "bindings/module.h"
 #include "bindings/session.h"
@@ -179,10 +180,23 @@ void check_choices(lua_State* L, const std::string& key, const std::string& text
   }
 }
 
-// ms.param(key, default [, choices]): the --set value of key, typed like default (integer,
-// number, boolean, string, or a list of one of them: --set key=a,b,c); default when the
-// command line does not set it. With choices (a list), the value, or each of its items, must
-// be one of them.
+// The script's check function at index `check` accepts the --set value on top of the stack: it
+// returns true, or false and what it expects ("an even integer >= 16").
+void check_value(lua_State* L, const std::string& key, const std::string& text, int check) {
+  lua_pushvalue(L, check);
+  lua_pushvalue(L, -2);
+  call_lua(L, 1, 2);
+  const bool accepted = lua_toboolean(L, -2);
+  const std::string expected =
+      lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "a value the script's check accepts";
+  lua_pop(L, 2);
+  if (!accepted) bad_param(L, key, text, expected);
+}
+
+// ms.param(key, default [, choices | check]): the --set value of key, typed like default
+// (integer, number, boolean, string, or a list of one of them: --set key=a,b,c); default when
+// the command line does not set it. With choices (a list), the value, or each of its items,
+// must be one of them; with a check (a function), check(value) must return true.
 int param(lua_State* L) {
   if (lua_type(L, 1) != LUA_TSTRING) argument_error(L, 1, "string expected (the parameter's name)");
   const std::string key = lua_tostring(L, 1);
@@ -193,9 +207,12 @@ int param(lua_State* L) {
     argument_error(L, 2,
                    std::string("the default must be a number, boolean, string or list, got ") +
                        luaL_typename(L, 2));
-  const bool choices = !lua_isnil(L, 3);
-  if (choices && !lua_istable(L, 3))
-    argument_error(L, 3, std::string("the choices must be a list, got ") + luaL_typename(L, 3));
+  const int rule = lua_type(L, 3);
+  if (rule != LUA_TNIL && rule != LUA_TTABLE && rule != LUA_TFUNCTION)
+    argument_error(L, 3,
+                   std::string("the choices must be a list (or a check, a function), got ") +
+                       luaL_typename(L, 3));
+  const bool choices = rule == LUA_TTABLE;
   // Checks the choices even when the key is not set.
   const std::string words = choices ? choice_words(L, 3) : std::string();
   if (type == LUA_TTABLE) push_list_item_type(L, 2);  // checks the default even when unset
@@ -213,6 +230,7 @@ int param(lua_State* L) {
     bad_param(L, key, text, type_words(L, 2, false));
   }
   if (choices) check_choices(L, key, text, 3, words);
+  if (rule == LUA_TFUNCTION) check_value(L, key, text, 3);
   return 1;
 }
 

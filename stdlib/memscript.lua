@@ -10,6 +10,15 @@ local function sorted_keys(t)
   return keys
 end
 
+--- The keys of t, sorted (strings, or numbers; not a mix): a table's names as a list, such as
+--- the choices of ms.param.
+function ms.keys(t)
+  if type(t) ~= "table" then
+    error("bad argument #1 to 'keys' (table expected, got " .. type(t) .. ")", 2)
+  end
+  return sorted_keys(t)
+end
+
 local function cell(value)
   if type(value) == "number" and math.type(value) == "float" then
     return value ~= value and "-" or string.format("%.4f", value)

@@ -24,20 +24,10 @@
 -- Other knobs: --set epochs=200, mixers=gpt,deltanet,mamba (also gla, gated_deltanet, retnet),
 -- tasks=<comma list>, lrs=1e-4,5e-4,1e-3, wds=0,0.1, phase=all|grid|seeds.
 local quick = ms.param("quick", false)
-local phase = ms.param("phase", "all")
-local settings_kind = quick and "baseline" or ms.param("settings", "all")
+local phase = ms.param("phase", "all", { "all", "grid", "seeds" })
 local epochs = ms.param("epochs", 200)
 local batch = quick and 8 or 128
 local test_batches = quick and 1 or 10 -- MAD's test set: 1,280 sequences
-assert(phase == "all" or phase == "grid" or phase == "seeds",
-       "--set phase= must be all, grid or seeds, got " .. phase)
--- all, baseline, or setting names (comma-separated, as listed by --dry-run): a part of the
--- protocol, e.g. the reruns one setting still lacks.
-local named_settings = {}
-if settings_kind ~= "all" and settings_kind ~= "baseline" then
-  for name in settings_kind:gmatch("[^,]+") do named_settings[name] = true end
-  settings_kind = "named"
-end
 
 local mixers = quick and { "gpt", "mamba" } or
   ms.param("mixers", { "gpt", "deltanet", "mamba" },
@@ -69,41 +59,68 @@ local tasks = {
     changes = { { "vocab", { 32, 64, 128 } }, { "length", { 512, 1024 } },
                 { "train", { 6400, 3200, 1600, 800 } }, { "copies", { 32, 64, 96 } } } },
 }
-local wanted_tasks = {}
-for _, name in ipairs(ms.param("tasks", {})) do wanted_tasks[name] = true end
 
--- Every setting, named "<task>.base" or "<task>.<knob>-<value>", in the config files' order.
+-- A task's settings, named "<task>.base" or "<task>.<knob>-<value>", in the config files' order.
+local function task_settings(task)
+  local list = { { name = task.name .. ".base", knobs = task.base } }
+  for _, change in ipairs(task.changes) do
+    local knob, values = change[1], change[2]
+    for _, value in ipairs(values) do
+      local knobs = {}
+      for k, v in pairs(task.base) do knobs[k] = v end
+      knobs[knob] = value
+      list[#list + 1] = { name = task.name .. "." .. knob .. "-" .. tostring(value), knobs = knobs }
+    end
+  end
+  return list
+end
+
+local task_names = {}
+for _, task in ipairs(tasks) do task_names[#task_names + 1] = task.name end
+local wanted_tasks = {}
+for _, name in ipairs(ms.param("tasks", {}, task_names)) do wanted_tasks[name] = true end
+local function wanted(task) return not next(wanted_tasks) or wanted_tasks[task.name] end
+
+-- all, baseline, or setting names (comma-separated, as listed by --dry-run): a part of the
+-- protocol, e.g. the reruns one setting still lacks.
+local known_settings = {}
+for _, task in ipairs(tasks) do
+  if wanted(task) then
+    for _, setting in ipairs(task_settings(task)) do known_settings[setting.name] = true end
+  end
+end
+local settings_kind = quick and "baseline" or ms.param("settings", "all", function(value)
+  if value == "all" or value == "baseline" then return true end
+  local expected = "all, baseline, or names of settings of the tasks run, such as " ..
+                   "memorization.vocab-8192 or in_context_recall.base"
+  if not value:find("[^,]") then return false, expected end
+  for name in value:gmatch("[^,]+") do
+    if not known_settings[name] then return false, expected .. " (no setting " .. name .. ")" end
+  end
+  return true
+end)
+local named_settings = {}
+if settings_kind ~= "all" and settings_kind ~= "baseline" then
+  for name in settings_kind:gmatch("[^,]+") do named_settings[name] = true end
+  settings_kind = "named"
+end
+
 local settings, setting_names = {}, {}
 for _, task in ipairs(tasks) do
   task.settings = {}
-  if not next(wanted_tasks) or wanted_tasks[task.name] then
-    local function add(name, knobs)
-      if settings_kind == "named" and not named_settings[name] then return end
-      named_settings[name] = nil
-      knobs.task = task.name
-      settings[name] = knobs
-      setting_names[#setting_names + 1] = name
-      task.settings[#task.settings + 1] = name
-    end
-    add(task.name .. ".base", task.base)
-    if settings_kind ~= "baseline" then
-      for _, change in ipairs(task.changes) do
-        local knob, values = change[1], change[2]
-        for _, value in ipairs(values) do
-          local knobs = {}
-          for k, v in pairs(task.base) do knobs[k] = v end
-          knobs[knob] = value
-          add(task.name .. "." .. knob .. "-" .. tostring(value), knobs)
-        end
+  if wanted(task) then
+    for i, setting in ipairs(task_settings(task)) do
+      local name = setting.name
+      if settings_kind == "all" or (settings_kind == "baseline" and i == 1) or
+          named_settings[name] then
+        setting.knobs.task = task.name
+        settings[name] = setting.knobs
+        setting_names[#setting_names + 1] = name
+        task.settings[#task.settings + 1] = name
       end
     end
   end
 end
-local unknown = next(named_settings)
-assert(not unknown, "--set settings=: no setting " .. tostring(unknown) ..
-       " (all, baseline, or names such as memorization.vocab-8192, in_context_recall.base)")
-assert(#setting_names > 0, "--set tasks= names none of " ..
-       "fuzzy_recall, in_context_recall, memorization, noisy_recall, selective_copying")
 
 -- The task a setting trains on (MAD's training targets: the next token everywhere for the
 -- recall tasks), the one it is tested on (MAD's test targets) and the model's length. The recall

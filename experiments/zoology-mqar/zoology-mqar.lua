@@ -19,9 +19,9 @@ local batch = quick and 8 or ms.param("batch", 64)
 local large = ms.param("large", false)
 -- Zoology's vocabulary: half of it values, the other half keys and the token that fills the gaps.
 -- Smaller ones (`--set vocab=128`) show how the budget a mixer needs grows with it (README).
-local vocab = ms.param("vocab", 8192)
-assert(math.type(vocab) == "integer" and vocab >= 16 and vocab % 2 == 0,
-       "--set vocab= must be an even integer >= 16, got " .. tostring(vocab))
+local vocab = ms.param("vocab", 8192, function(v)
+  return v >= 16 and v % 2 == 0, "an even integer >= 16"
+end)
 
 local sizes = { ["64x4"] = { 64, 4 }, ["128x8"] = { 128, 8 }, ["256x16"] = { 256, 16 },
                 ["512x64"] = { 512, 64 } }

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "harness.h"
 
@@ -143,7 +144,8 @@ TEST_CASE("ms.param with choices takes only values, or list items, among them") 
 
   // The choices themselves are the script's: checked whether or not --set names the key.
   for (const auto& [code, message] : std::vector<std::pair<std::string, std::string>>{
-           {"ms.param('absent', 'a', 'a,b')", "the choices must be a list, got string"},
+           {"ms.param('absent', 'a', 'a,b')",
+            "the choices must be a list (or a check, a function), got string"},
            {"ms.param('absent', 'a', {})", "the choices must be a list of at least one value"},
            {"ms.param('absent', 'a', { 'a', {} })", "choice 2 is a table"}}) {
     INFO(code);
@@ -151,6 +153,63 @@ TEST_CASE("ms.param with choices takes only values, or list items, among them") 
     CHECK(script.run_code(code, "=test") == 1);
     CHECK_THAT(script.last_error(), Contains("bad argument #3 to 'param'") && Contains(message));
   }
+}
+
+TEST_CASE("ms.keys lists a table's keys, sorted, as ms.param's choices") {
+  TempDir out;
+  memscript::lua::Settings settings = test_settings(out);
+  settings.params = {{"model", "gpt"}};
+  memscript::lua::Interpreter interpreter(settings);
+  CHECK(interpreter.run_code(R"lua(
+    local layers = { lstm = 1, gpt = 2, mamba = 3 }
+    assert(table.concat(ms.keys(layers), ",") == "gpt,lstm,mamba")
+    assert(table.concat(ms.keys{ [3] = "c", [1] = "a" }, ",") == "1,3")
+    assert(#ms.keys{} == 0)
+    assert(ms.param("model", "lstm", ms.keys(layers)) == "gpt")
+  )lua",
+                             "=test") == 0);
+  CHECK(interpreter.last_error().empty());
+  memscript::lua::Interpreter wrong(test_settings(out));
+  CHECK(wrong.run_code("ms.keys('layers')", "=test") == 1);
+  CHECK_THAT(wrong.last_error(),
+             Contains("test:1: bad argument #1 to 'keys' (table expected, got string)"));
+}
+
+TEST_CASE("ms.param with a check takes only values the check accepts") {
+  TempDir out;
+  memscript::lua::Settings settings = test_settings(out);
+  settings.params = {{"vocab", "64"}, {"widths", "32,64"}};
+  memscript::lua::Interpreter interpreter(settings);
+  CHECK(interpreter.run_code(R"lua(
+    local function even(v) return v % 2 == 0, "an even integer" end
+    assert(ms.param("vocab", 8192, even) == 64)
+    local widths = ms.param("widths", { 128 }, function(list) return #list == 2 end)
+    assert(#widths == 2 and widths[2] == 64)
+    assert(ms.param("absent", 7, even) == 7)  -- the default is the script's to choose
+  )lua",
+                             "=test") == 0);
+  CHECK(interpreter.last_error().empty());
+
+  for (const auto& [value, code, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"7", "ms.param('vocab', 8, function(v) return v % 2 == 0, 'an even integer' end)",
+            "--set vocab=7: expected an even integer"},
+           {"7", "ms.param('vocab', 8, function(v) return nil end)",
+            "--set vocab=7: expected a value the script's check accepts"}}) {
+    INFO(code);
+    settings.params = {{"vocab", value}};
+    memscript::lua::Interpreter rejecting(settings);
+    CHECK(rejecting.run_code(code, "=test") == memscript::lua::kUsageError);
+    CHECK_THAT(rejecting.last_error(), Contains(message));
+    CHECK_THAT(rejecting.last_error(), !Contains("traceback"));
+  }
+
+  // A check that fails is the script's error, not the command line's.
+  settings.params = {{"vocab", "7"}};
+  memscript::lua::Interpreter failing(settings);
+  CHECK(failing.run_code("ms.param('vocab', 8, function(v) error('broken check') end)", "=test") ==
+        1);
+  CHECK_THAT(failing.last_error(), Contains("broken check"));
 }
 
 TEST_CASE("ms.param reads a comma-separated --set value as a list typed like its default") {

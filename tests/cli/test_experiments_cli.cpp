@@ -172,6 +172,21 @@ TEST_CASE("experiment chomsky-regular's lstm-budget.lua runs end to end in its q
       read_file(cwd.path() /
                 "out/chomsky-lstm-budget/lstm=lstm,mlp_ratio=4,task=arithmetic,seed=41/eval.csv");
   CHECK_THAT(eval, Contains("\n20,42,"));
+  // An LSTM or task the script does not have: one line naming it, before anything is written.
+  const std::string script =
+      std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/chomsky-regular/lstm-budget.lua";
+  const auto lstm =
+      run_process(MEMSCRIPT_BINARY, {"--set", "lstms=gru", "--out", "out2", script}, cwd.path());
+  CHECK(lstm.exit_code == 2);
+  CHECK_THAT(lstm.err, Contains("--set lstms=gru: expected a comma-separated list from: haiku, "
+                                "lstm (item 1 is 'gru')"));
+  const auto task = run_process(
+      MEMSCRIPT_BINARY, {"--set", "tasks=even_pairs,parity", "--out", "out2", script}, cwd.path());
+  CHECK(task.exit_code == 2);
+  CHECK_THAT(task.err, Contains("--set tasks=even_pairs,parity: expected a comma-separated list "
+                                "from: arithmetic, cycle_navigation, even_pairs (item 2 is "
+                                "'parity')"));
+  CHECK_FALSE(fs::exists(cwd.path() / "out2"));
 }
 
 TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs end to end in its quick variant") {
@@ -271,9 +286,9 @@ TEST_CASE("experiment zoology-mqar's --set vocab= splits the vocabulary as Zoolo
   for (const char* bad : {"vocab=15", "vocab=8"}) {
     const auto r = run_process(MEMSCRIPT_BINARY, {"--quiet", "--set", bad, script}, cwd.path());
     INFO(bad << r.out << r.err);
-    CHECK(r.exit_code == 1);
-    CHECK_THAT(r.err, Contains("--set vocab= must be an even integer >= 16, got " +
-                               std::string(bad).substr(6)));
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Contains("--set " + std::string(bad) + ": expected an even integer >= 16"));
+    CHECK_THAT(r.err, !Contains("traceback"));
   }
 }
 
@@ -358,6 +373,29 @@ TEST_CASE("experiment mad runs the settings named in --set settings=, and refuse
   CHECK(trained == 2);
   CHECK_THAT(two.out, Contains("\"vocab\":8192") && Contains("for 20000 steps"));
   const auto unknown = plan("memorization.vocab-9");
-  CHECK(unknown.exit_code == 1);
-  CHECK_THAT(unknown.err, Contains("--set settings=: no setting memorization.vocab-9"));
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err,
+             Contains("--set settings=memorization.vocab-9: expected all, baseline, or names of "
+                      "settings of the tasks run, such as memorization.vocab-8192 or "
+                      "in_context_recall.base (no setting memorization.vocab-9)"));
+  CHECK_THAT(unknown.err, !Contains("traceback"));
+  // A setting of a task that --set tasks= leaves out, a task or a phase the script does not have.
+  const auto refused = [&](const std::vector<std::string>& sets) {
+    std::vector<std::string> args = {"--dry-run", "--out", "out"};
+    for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
+    args.push_back(script);
+    return run_process(MEMSCRIPT_BINARY, args, cwd.path());
+  };
+  const auto other_task = refused({"tasks=memorization", "settings=in_context_recall.base"});
+  CHECK(other_task.exit_code == 2);
+  CHECK_THAT(other_task.err, Contains("(no setting in_context_recall.base)"));
+  const auto task = refused({"tasks=memorization,recall"});
+  CHECK(task.exit_code == 2);
+  CHECK_THAT(task.err, Contains("--set tasks=memorization,recall: expected a comma-separated list "
+                                "from: fuzzy_recall, in_context_recall, memorization, "
+                                "noisy_recall, selective_copying (item 2 is 'recall')"));
+  const auto phase = refused({"phase=train"});
+  CHECK(phase.exit_code == 2);
+  CHECK_THAT(phase.err, Contains("--set phase=train: expected one of: all, grid, seeds"));
+  CHECK_FALSE(fs::exists(cwd.path() / "out"));
 }
