@@ -224,6 +224,21 @@ TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs its short-conv 
                                    "mamba-neg, transformer (item 1 is 'conv')"));
 }
 
+TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua takes the authors' clip and min_lr") {
+  TempDir cwd;
+  const auto r = run_quick_with("grazzi-table3/arithmetic-budget.lua",
+                                {"models=deltanet-neg-conv", "clip=0", "min_lr=1e-6"}, cwd);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string config = read_file(
+      cwd.path() / "out/grazzi-arithmetic-budget/model=deltanet-neg-conv,seed=41/config.json");
+  CHECK_THAT(config, Contains("\"clip\": 0.0") && Contains("\"min_lr\": 1e-06"));
+  const auto negative = run_quick_with("grazzi-table3/arithmetic-budget.lua",
+                                       {"models=deltanet-neg-conv", "clip=-1"}, cwd);
+  CHECK(negative.exit_code == 1);
+  CHECK_THAT(negative.err, Contains("option 'clip' must be in [0, inf], got -1"));
+}
+
 TEST_CASE("experiment grazzi-table3's mamba-neg-budget.lua runs end to end in its quick variant") {
   TempDir cwd;
   run_quick({"grazzi-table3", 3, "mamba-neg-budget.lua", "grazzi-mamba-neg"}, cwd);
