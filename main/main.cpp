@@ -346,7 +346,8 @@ int run(int argc, char** argv) {
   }
   const long long failed_runs = memscript::lua::session(interpreter.state()).failed_runs;
   if (status == kSuccess && failed_runs > 0) {
-    std::fprintf(stderr, "memscript: %lld sweep runs failed (listed above)\n", failed_runs);
+    std::fprintf(stderr, "memscript: %lld sweep run%s failed (listed above)\n", failed_runs,
+                 failed_runs == 1 ? "" : "s");
     return kScriptError;
   }
   return status;

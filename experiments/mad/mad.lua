@@ -91,8 +91,8 @@ for _, task in ipairs(tasks) do
 end
 local settings_kind = quick and "baseline" or ms.param("settings", "all", function(value)
   if value == "all" or value == "baseline" then return true end
-  local expected = "all, baseline, or names of settings of the tasks run, such as " ..
-                   "memorization.vocab-8192 or in_context_recall.base"
+  local expected = "all, baseline, or names of settings of the tasks run " ..
+                   "(<task>.base, <task>.<knob>-<value>: --dry-run lists them)"
   if not value:find("[^,]") then return false, expected end
   for name in value:gmatch("[^,]+") do
     if not known_settings[name] then return false, expected .. " (no setting " .. name .. ")" end

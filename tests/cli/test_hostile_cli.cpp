@@ -282,7 +282,7 @@ TEST_CASE("sweeps run with --quiet still list the runs that failed") {
   const ProcessResult r = run_cli({"--quiet", "failing.lua"}, cwd);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("failed: k=2") && Contains("run two broke") &&
-                        Contains("1 sweep runs failed (listed above)"));
+                        Contains("1 sweep run failed (listed above)"));
 }
 
 TEST_CASE("the --max-seconds limit ends a script cleanly wherever it is") {
