@@ -10,9 +10,9 @@
 --   build/memscript --set models=deltanet-neg --set seeds=41 experiments/grazzi-table3/arithmetic-budget.lua
 --   build/memscript --set quick=true experiments/grazzi-table3/arithmetic-budget.lua
 --
--- `clip` and `min_lr` (defaults 1 and 1e-5, Table 3's run here) are there to try the authors'
--- own arithmetic configs: no gradient clipping and a cosine down to lr/1000 (--set clip=0
--- --set min_lr=1e-6).
+-- `clip`, `min_lr` and `batch` (defaults 1, 1e-5 and 64, Table 3's run here) are there to try
+-- the authors' own arithmetic configs: no gradient clipping, a cosine down to lr/1000 and batch
+-- 256 (--set clip=0 --set min_lr=1e-6 --set batch=256; with --set steps=100000 their budget).
 --
 -- Then Table 3's own number for each complete run of the plan: its model as the run ended
 -- (ms.model.load of the run folder), evaluated at every length 40..256 on one batch of 64 as
@@ -24,6 +24,7 @@ local steps = quick and 20 or ms.param("steps", 24000)
 local seeds = quick and { 41 } or ms.param("seeds", { 41 })
 local clip = ms.param("clip", 1.0)
 local min_lr = ms.param("min_lr", 1e-5)
+local batch = quick and 16 or ms.param("batch", 64)
 
 -- The "-conv" models add a short causal convolution of 4 before the mixer: the authors' DeltaNet
 -- is flash-linear-attention's, whose use_short_conv (size 4, SiLU) is on by default and in their
@@ -48,7 +49,7 @@ local sweep = ms.sweep{
     local model = ms.model.decoder{ layers = { layer, layer }, d_model = 128, heads = 4,
                                     task = task, seed = p.seed }
     return ms.train{
-      model = model, task = task, steps = steps, batch = quick and 16 or 64,
+      model = model, task = task, steps = steps, batch = batch,
       length = { min = 3, max = 40 },
       optimizer = ms.optim.adamw{ lr = 1e-3, weight_decay = 0.1, warmup = steps // 10,
                                   decay = "cosine", min_lr = min_lr },

@@ -224,7 +224,8 @@ TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs its short-conv 
                                    "mamba-neg, transformer (item 1 is 'conv')"));
 }
 
-TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua takes the authors' clip and min_lr") {
+TEST_CASE(
+    "experiment grazzi-table3's arithmetic-budget.lua takes the authors' optimizer and batch") {
   TempDir cwd;
   const auto r = run_quick_with("grazzi-table3/arithmetic-budget.lua",
                                 {"models=deltanet-neg-conv", "clip=0", "min_lr=1e-6"}, cwd);
@@ -233,6 +234,16 @@ TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua takes the authors' c
   const std::string config = read_file(
       cwd.path() / "out/grazzi-arithmetic-budget/model=deltanet-neg-conv,seed=41/config.json");
   CHECK_THAT(config, Contains("\"clip\": 0.0") && Contains("\"min_lr\": 1e-06"));
+  // The authors' budget, planned: batch 256 for 100,000 steps.
+  const auto budget = run_process(
+      MEMSCRIPT_BINARY,
+      {"--dry-run", "--set", "models=deltanet-neg-conv", "--set", "batch=256", "--set",
+       "steps=100000", "--out", "plan",
+       std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/grazzi-table3/arithmetic-budget.lua"},
+      cwd.path());
+  INFO(budget.out << budget.err);
+  CHECK(budget.exit_code == 0);
+  CHECK_THAT(budget.out, Contains("for 100000 steps, batch 256, length 3..40"));
   // In a folder of its own: in cwd the run above is complete, and the sweep would only check it.
   TempDir other;
   const auto negative = run_quick_with("grazzi-table3/arithmetic-budget.lua",
