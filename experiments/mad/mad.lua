@@ -85,9 +85,8 @@ local function wanted(task) return not next(wanted_tasks) or wanted_tasks[task.n
 -- protocol, e.g. the reruns one setting still lacks.
 local known_settings = {}
 for _, task in ipairs(tasks) do
-  if wanted(task) then
-    for _, setting in ipairs(task_settings(task)) do known_settings[setting.name] = true end
-  end
+  task.candidates = wanted(task) and task_settings(task) or {}
+  for _, setting in ipairs(task.candidates) do known_settings[setting.name] = true end
 end
 local settings_kind = quick and "baseline" or ms.param("settings", "all", function(value)
   if value == "all" or value == "baseline" then return true end
@@ -108,16 +107,14 @@ end
 local settings, setting_names = {}, {}
 for _, task in ipairs(tasks) do
   task.settings = {}
-  if wanted(task) then
-    for i, setting in ipairs(task_settings(task)) do
-      local name = setting.name
-      if settings_kind == "all" or (settings_kind == "baseline" and i == 1) or
-          named_settings[name] then
-        setting.knobs.task = task.name
-        settings[name] = setting.knobs
-        setting_names[#setting_names + 1] = name
-        task.settings[#task.settings + 1] = name
-      end
+  for i, setting in ipairs(task.candidates) do
+    local name = setting.name
+    if settings_kind == "all" or (settings_kind == "baseline" and i == 1) or
+        named_settings[name] then
+      setting.knobs.task = task.name
+      settings[name] = setting.knobs
+      setting_names[#setting_names + 1] = name
+      task.settings[#task.settings + 1] = name
     end
   end
 end

@@ -19,14 +19,20 @@ struct Experiment {
   const char* sweep = nullptr;
 };
 
+// Runs experiments/<path> with the flags and --set values given, into cwd/<out>.
+ProcessResult run_experiment(const std::string& path, std::vector<std::string> flags,
+                             const std::vector<std::string>& sets, const TempDir& cwd,
+                             const std::string& out = "out") {
+  for (const std::string& set : sets) flags.insert(flags.end(), {"--set", set});
+  flags.insert(flags.end(),
+               {"--out", out, std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/" + path});
+  return run_process(MEMSCRIPT_BINARY, flags, cwd.path());
+}
+
 // Runs experiments/<path> in its quick variant with more --set values, into cwd/out.
 ProcessResult run_quick_with(const std::string& path, const std::vector<std::string>& sets,
                              const TempDir& cwd) {
-  std::vector<std::string> args = {"--quiet", "--threads", "1", "--set", "quick=true"};
-  for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
-  args.insert(args.end(),
-              {"--out", "out", std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/" + path});
-  return run_process(MEMSCRIPT_BINARY, args, cwd.path());
+  return run_experiment(path, {"--quiet", "--threads", "1", "--set", "quick=true"}, sets, cwd);
 }
 
 // Runs experiments/<name>/<name>.lua (or the folder's other script) quickly into a temporary
@@ -173,15 +179,12 @@ TEST_CASE("experiment chomsky-regular's lstm-budget.lua runs end to end in its q
                 "out/chomsky-lstm-budget/lstm=lstm,mlp_ratio=4,task=arithmetic,seed=41/eval.csv");
   CHECK_THAT(eval, Contains("\n20,42,"));
   // An LSTM or task the script does not have: one line naming it, before anything is written.
-  const std::string script =
-      std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/chomsky-regular/lstm-budget.lua";
-  const auto lstm =
-      run_process(MEMSCRIPT_BINARY, {"--set", "lstms=gru", "--out", "out2", script}, cwd.path());
+  const std::string script = "chomsky-regular/lstm-budget.lua";
+  const auto lstm = run_experiment(script, {}, {"lstms=gru"}, cwd, "out2");
   CHECK(lstm.exit_code == 2);
   CHECK_THAT(lstm.err, Contains("--set lstms=gru: expected a comma-separated list from: haiku, "
                                 "lstm (item 1 is 'gru')"));
-  const auto task = run_process(
-      MEMSCRIPT_BINARY, {"--set", "tasks=even_pairs,parity", "--out", "out2", script}, cwd.path());
+  const auto task = run_experiment(script, {}, {"tasks=even_pairs,parity"}, cwd, "out2");
   CHECK(task.exit_code == 2);
   CHECK_THAT(task.err, Contains("--set tasks=even_pairs,parity: expected a comma-separated list "
                                 "from: arithmetic, cycle_navigation, even_pairs (item 2 is "
@@ -235,12 +238,9 @@ TEST_CASE(
       cwd.path() / "out/grazzi-arithmetic-budget/model=deltanet-neg-conv,seed=41/config.json");
   CHECK_THAT(config, Contains("\"clip\": 0.0") && Contains("\"min_lr\": 1e-06"));
   // The authors' budget, planned: batch 256 for 100,000 steps.
-  const auto budget = run_process(
-      MEMSCRIPT_BINARY,
-      {"--dry-run", "--set", "models=deltanet-neg-conv", "--set", "batch=256", "--set",
-       "steps=100000", "--out", "plan",
-       std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/grazzi-table3/arithmetic-budget.lua"},
-      cwd.path());
+  const auto budget =
+      run_experiment("grazzi-table3/arithmetic-budget.lua", {"--dry-run"},
+                     {"models=deltanet-neg-conv", "batch=256", "steps=100000"}, cwd, "plan");
   INFO(budget.out << budget.err);
   CHECK(budget.exit_code == 0);
   CHECK_THAT(budget.out, Contains("for 100000 steps, batch 256, length 3..40"));
@@ -386,12 +386,11 @@ TEST_CASE("experiment mad runs end to end in its quick variant, with the paper's
 
 TEST_CASE("experiment mad runs the settings named in --set settings=, and refuses unknown ones") {
   TempDir cwd;
-  const std::string script = std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/mad/mad.lua";
+  const auto dry_run = [&](const std::vector<std::string>& sets) {
+    return run_experiment("mad/mad.lua", {"--dry-run"}, sets, cwd);
+  };
   const auto plan = [&](const std::string& settings) {
-    return run_process(MEMSCRIPT_BINARY,
-                       {"--dry-run", "--set", "settings=" + settings, "--set", "mixers=gpt",
-                        "--set", "lrs=1e-3", "--set", "wds=0", "--out", "out", script},
-                       cwd.path());
+    return dry_run({"settings=" + settings, "mixers=gpt", "lrs=1e-3", "wds=0"});
   };
   const auto two = plan("memorization.vocab-8192,in_context_recall.base");
   INFO(two.out << two.err);
@@ -410,21 +409,15 @@ TEST_CASE("experiment mad runs the settings named in --set settings=, and refuse
                       "lists them) (no setting memorization.vocab-9)"));
   CHECK_THAT(unknown.err, !Contains("traceback"));
   // A setting of a task that --set tasks= leaves out, a task or a phase the script does not have.
-  const auto refused = [&](const std::vector<std::string>& sets) {
-    std::vector<std::string> args = {"--dry-run", "--out", "out"};
-    for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
-    args.push_back(script);
-    return run_process(MEMSCRIPT_BINARY, args, cwd.path());
-  };
-  const auto other_task = refused({"tasks=memorization", "settings=in_context_recall.base"});
+  const auto other_task = dry_run({"tasks=memorization", "settings=in_context_recall.base"});
   CHECK(other_task.exit_code == 2);
   CHECK_THAT(other_task.err, Contains("(no setting in_context_recall.base)"));
-  const auto task = refused({"tasks=memorization,recall"});
+  const auto task = dry_run({"tasks=memorization,recall"});
   CHECK(task.exit_code == 2);
   CHECK_THAT(task.err, Contains("--set tasks=memorization,recall: expected a comma-separated list "
                                 "from: fuzzy_recall, in_context_recall, memorization, "
                                 "noisy_recall, selective_copying (item 2 is 'recall')"));
-  const auto phase = refused({"phase=train"});
+  const auto phase = dry_run({"phase=train"});
   CHECK(phase.exit_code == 2);
   CHECK_THAT(phase.err, Contains("--set phase=train: expected one of: all, grid, seeds"));
 }
