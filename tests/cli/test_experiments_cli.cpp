@@ -103,13 +103,8 @@ TEST_CASE("experiment grazzi-table3 runs end to end in its quick variant, with t
 
 TEST_CASE("experiment grazzi-table3 runs a part of its table with --set models and tasks") {
   TempDir cwd;
-  const std::string script =
-      std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/grazzi-table3/grazzi-table3.lua";
   const auto part =
-      run_process(MEMSCRIPT_BINARY,
-                  {"--quiet", "--threads", "1", "--set", "quick=true", "--set", "models=mamba-neg",
-                   "--set", "tasks=parity", "--out", "out", script},
-                  cwd.path());
+      run_quick_with("grazzi-table3/grazzi-table3.lua", {"models=mamba-neg", "tasks=parity"}, cwd);
   INFO(part.out << part.err);
   REQUIRE(part.exit_code == 0);
   CHECK(fs::is_regular_file(cwd.path() /
@@ -118,9 +113,8 @@ TEST_CASE("experiment grazzi-table3 runs a part of its table with --set models a
   // The paper's table keeps every row; the models not run have no number.
   const std::string table = read_file(cwd.path() / "out/grazzi-table3/report/table3.md");
   CHECK_THAT(table, Contains("| mamba-neg | 1.000 | ") && Contains("| deltanet | 0.017 | – |"));
-  const auto unknown =
-      run_process(MEMSCRIPT_BINARY,
-                  {"--quiet", "--set", "tasks=parity,dyck", "--out", "out2", script}, cwd.path());
+  const auto unknown = run_experiment("grazzi-table3/grazzi-table3.lua", {"--quiet"},
+                                      {"tasks=parity,dyck"}, cwd, "out2");
   CHECK(unknown.exit_code == 2);
   CHECK_THAT(unknown.err, Contains("--set tasks=parity,dyck: expected a comma-separated list "
                                    "from: parity, arithmetic (item 2 is 'dyck')"));
@@ -145,13 +139,9 @@ TEST_CASE("experiment chomsky-regular runs end to end in its quick variant, with
 
 TEST_CASE("experiment chomsky-regular runs a part of its table and names an unknown model") {
   TempDir cwd;
-  const std::string script =
-      std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/chomsky-regular/chomsky-regular.lua";
-  const auto part = run_process(
-      MEMSCRIPT_BINARY,
-      {"--quiet", "--threads", "1", "--set", "quick=true", "--set", "models=gpt-relative", "--set",
-       "tasks=cycle_navigation,parity", "--out", "out", script},
-      cwd.path());
+  const std::string script = "chomsky-regular/chomsky-regular.lua";
+  const auto part =
+      run_quick_with(script, {"models=gpt-relative", "tasks=cycle_navigation,parity"}, cwd);
   INFO(part.out << part.err);
   REQUIRE(part.exit_code == 0);
   int runs = 0;
@@ -161,8 +151,7 @@ TEST_CASE("experiment chomsky-regular runs a part of its table and names an unkn
     ++runs;
   }
   CHECK(runs == 2);
-  const auto unknown = run_process(
-      MEMSCRIPT_BINARY, {"--quiet", "--set", "models=gpt-xl", "--out", "out2", script}, cwd.path());
+  const auto unknown = run_experiment(script, {"--quiet"}, {"models=gpt-xl"}, cwd, "out2");
   CHECK(unknown.exit_code == 2);
   CHECK_THAT(unknown.err, Contains("--set models=gpt-xl: expected a comma-separated list from: "
                                    "lstm, gpt-none") &&
@@ -286,14 +275,10 @@ TEST_CASE("experiment zoology-mqar runs end to end in its quick variant, with Fi
 TEST_CASE("experiment zoology-mqar run in parts into one folder reports every part in one table") {
   // The README's way to run the figure on short leases: part of the grid at a time.
   TempDir cwd;
-  const std::string script =
-      std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/zoology-mqar/zoology-mqar.lua";
   for (const char* part : {"models=deltanet", "models=mamba"}) {
-    const auto r = run_process(
-        MEMSCRIPT_BINARY,
-        {"--quiet", "--threads", "1", "--set", "steps=2", "--set", "batch=2", "--set", part,
-         "--set", "sizes=64x4", "--set", "widths=64", "--set", "lrs=1e-3", "--out", "out", script},
-        cwd.path());
+    const auto r =
+        run_experiment("zoology-mqar/zoology-mqar.lua", {"--quiet", "--threads", "1"},
+                       {"steps=2", "batch=2", part, "sizes=64x4", "widths=64", "lrs=1e-3"}, cwd);
     INFO(part << r.out << r.err);
     REQUIRE(r.exit_code == 0);
   }
@@ -303,8 +288,6 @@ TEST_CASE("experiment zoology-mqar run in parts into one folder reports every pa
 
 TEST_CASE("experiment zoology-mqar's --set vocab= splits the vocabulary as Zoology does") {
   TempDir cwd;
-  const std::string script =
-      std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/zoology-mqar/zoology-mqar.lua";
   const auto ran = run_quick_with("zoology-mqar/zoology-mqar.lua", {"vocab=128"}, cwd);
   INFO(ran.out << ran.err);
   REQUIRE(ran.exit_code == 0);
@@ -314,21 +297,26 @@ TEST_CASE("experiment zoology-mqar's --set vocab= splits the vocabulary as Zoolo
                 "seed=41/config.json");
   CHECK_THAT(config, Contains("\"keys\": 63") && Contains("\"values\": 64"));
   for (const char* bad : {"vocab=15", "vocab=8"}) {
-    const auto r = run_process(MEMSCRIPT_BINARY, {"--quiet", "--set", bad, script}, cwd.path());
+    const auto r = run_experiment("zoology-mqar/zoology-mqar.lua", {"--quiet"}, {bad}, cwd, "bad");
     INFO(bad << r.out << r.err);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Contains("--set " + std::string(bad) + ": expected an even integer >= 16"));
     CHECK_THAT(r.err, !Contains("traceback"));
   }
+  const auto unknown =
+      run_experiment("zoology-mqar/zoology-mqar.lua", {"--quiet"}, {"models=gpt"}, cwd, "bad");
+  INFO(unknown.out << unknown.err);
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Contains("--set models=gpt: expected a comma-separated list from: "
+                                   "attention, linear_attention, deltanet, gated_deltanet, mamba"));
+  CHECK_FALSE(fs::exists(cwd.path() / "bad"));
 }
 
 TEST_CASE("experiment zoology-mqar's plateau.lua draws the committed curves, one chart a size") {
   TempDir cwd;
-  const std::string source = std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/zoology-mqar/";
-  const auto r = run_process(MEMSCRIPT_BINARY,
-                             {"--quiet", "--set", "csv=" + source + "results/attention_curves.csv",
-                              "--out", "out", source + "plateau.lua"},
-                             cwd.path());
+  const std::string curves =
+      std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/zoology-mqar/results/attention_curves.csv";
+  const auto r = run_experiment("zoology-mqar/plateau.lua", {"--quiet"}, {"csv=" + curves}, cwd);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(r.out ==
@@ -356,11 +344,7 @@ TEST_CASE("experiment zoology-mqar's plateau-16x4.lua reads the first step past 
             "step,length,accuracy,sequence_accuracy,precision,recall,loss,scored,sequences,"
             "scaled_accuracy\n50,16,0.270000,0,0,0,1.4,512,128,0.26\n"
             "100,16,0.620000,0,0,0,1.0,512,128,0.61\n150,16,0.950000,0,0,0,0.2,512,128,0.95\n");
-  const auto r = run_process(
-      MEMSCRIPT_BINARY,
-      {"--quiet", "--set", "quick=true", "--out", "out",
-       std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/zoology-mqar/plateau-16x4.lua"},
-      cwd.path());
+  const auto r = run_experiment("zoology-mqar/plateau-16x4.lua", {"--quiet"}, {"quick=true"}, cwd);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(read_file(cwd.path() / "out/plateau-16x4/report/escape.md"),
