@@ -2,7 +2,7 @@
 
 #include "kernels/common/activation.h"
 #include "kernels/common/block_sum.h"
-#include "kernels/small_linear/small_linear.h"
+#include "kernels/linear/linear.h"
 #include "runtime/ops/common/kernel_args.h"
 
 namespace memscript::ops {
@@ -23,7 +23,7 @@ std::vector<int64_t> output_shape(const torch::Tensor& x, const torch::Tensor& w
   return shape;
 }
 
-// Weights this small run on kernels/small_linear/small_linear.h (CPU, float32/float64), where a
+// Weights this small run on kernels/linear/linear.h (CPU, float32/float64), where a
 // BLAS call would cost more than the arithmetic; everything else on libtorch's matrix products.
 bool runs_on_small_kernel(const torch::Tensor& x, const torch::Tensor& weight) {
   return on_cpu_kernels(x) && weight.scalar_type() == x.scalar_type() &&

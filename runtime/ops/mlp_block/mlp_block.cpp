@@ -1,8 +1,8 @@
 #include "runtime/ops/mlp_block/mlp_block.h"
 
 #include "kernels/common/block_sum.h"
+#include "kernels/linear/linear.h"
 #include "kernels/mlp_block/mlp_block.h"
-#include "kernels/small_linear/small_linear.h"
 #include "runtime/ops/common/launch.h"
 #include "runtime/ops/layer_norm/layer_norm.h"
 #include "runtime/ops/linear/linear.h"

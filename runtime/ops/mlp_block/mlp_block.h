@@ -14,7 +14,7 @@ struct MlpWeights {
 
 // y = h + W_down gelu(W_up LN(h) + b_up) + b_down with h = x + m: the residual stream x joined
 // by the mixer's output m, then the MLP, as one autograd node. On the CPU in float32/float64
-// with weights small enough for kernels/small_linear/small_linear.h, one pass over the rows
+// with weights small enough for kernels/linear/linear.h, one pass over the rows
 // (kernels/mlp_block/mlp_block.h, parameter gradients the same bits for any thread count);
 // otherwise the separate fused ops of residual_mlp_reference.
 torch::Tensor residual_mlp(const torch::Tensor& x, const torch::Tensor& m, const MlpWeights& w);

@@ -1,4 +1,4 @@
-// The small-weight linear layer (kernels/small_linear/small_linear.h) against its sums written out, for the
+// The small-weight linear layer (kernels/linear/linear.h) against its sums written out, for the
 // widths it has compiled paths for and for others, and over many blocks of rows.
 
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 
 #include "kernel_harness.h"
 #include "kernels/common/block_sum.h"
-#include "kernels/small_linear/small_linear.h"
+#include "kernels/linear/linear.h"
 
 using namespace memscript::kernels;
 using memscript::kernels::test::random_values;

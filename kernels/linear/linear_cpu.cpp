@@ -1,7 +1,7 @@
 #include <algorithm>
 
 #include "kernels/common/row_tile.h"
-#include "kernels/small_linear/small_linear.h"
+#include "kernels/linear/linear.h"
 
 namespace memscript::kernels {
 
