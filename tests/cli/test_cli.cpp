@@ -1,5 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <regex>
+#include <set>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "../support/process.h"
@@ -37,6 +41,35 @@ TEST_CASE("option --help lists the options") {
   const auto r = run_memscript({"--help"}, cwd);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("--dry-run") && Contains("--set") && Contains("--unsafe"));
+}
+
+TEST_CASE("docs/cli.md's table of options is the list --help prints") {
+  // Every `--name` (and `-e`) that opens a row of the table, against every one --help prints.
+  TempDir cwd;
+  const auto help = run_memscript({"--help"}, cwd);
+  REQUIRE(help.exit_code == 0);
+  const std::regex printed(R"(^\s+(?:-h, )?(--[a-z-]+|-e)\b)");
+  std::set<std::string> in_help;
+  std::istringstream help_lines(help.out);
+  for (std::string line; std::getline(help_lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, printed)) in_help.insert(m[1]);
+  }
+  const std::regex row(R"(^\| `(--[a-z-]+|-e)\b)");
+  std::set<std::string> in_docs;
+  std::istringstream doc_lines(read_file(std::string(MEMSCRIPT_SOURCE_DIR) + "/docs/cli.md"));
+  for (std::string line; std::getline(doc_lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) in_docs.insert(m[1]);
+  }
+  const auto listed = [](const std::set<std::string>& names) {
+    std::string text;
+    for (const auto& name : names) text += name + " ";
+    return text;
+  };
+  INFO("--help: " << listed(in_help) << "\ndocs/cli.md: " << listed(in_docs));
+  CHECK(in_help.size() >= 16);
+  CHECK(in_docs == in_help);
 }
 
 TEST_CASE("bad command lines are usage errors: exit 2 and one line") {
@@ -189,6 +222,18 @@ TEST_CASE("os.exit sets the exit code") {
   TempDir cwd;
   cwd.write("exit.lua", "os.exit(5)");
   CHECK(run_memscript({"exit.lua"}, cwd).exit_code == 5);
+}
+
+TEST_CASE("the README's first script is experiments/quickstart.lua, without its header") {
+  const std::string readme = read_file(std::string(MEMSCRIPT_SOURCE_DIR) + "/README.md");
+  const std::string opening = "```lua\n-- experiments/quickstart.lua\n";
+  const auto start = readme.find(opening);
+  REQUIRE(start != std::string::npos);
+  const auto body = start + opening.size();
+  const std::string shown = readme.substr(body, readme.find("```", body) - body);
+  std::string script = read_file(std::string(MEMSCRIPT_SOURCE_DIR) + "/experiments/quickstart.lua");
+  while (script.rfind("--", 0) == 0) script.erase(0, script.find('\n') + 1);
+  CHECK(shown == script);
 }
 
 TEST_CASE("the quickstart path end to end, in a few steps, writes a complete run folder") {
