@@ -196,6 +196,8 @@ class DeltaNet(Heads):
         self.negative = config["negative_eigenvalues"]
         self.qk_norm = config["qk_norm"]
         self.beta = linear(d_model, self.heads)
+        # o_norm: each head's output RMS-normalised (eps 1e-5), times a scale per value channel.
+        self.output_norm = nn.Parameter(torch.ones(self.head_dim)) if config.get("o_norm") else None
         if gated:
             self.alpha = linear(d_model, self.heads, bias=False)
             self.a_log = nn.Parameter(torch.empty(self.heads).uniform_(1, 16).log())
@@ -222,7 +224,10 @@ class DeltaNet(Heads):
             correction = beta[:, :, t, None] * (v[:, :, t] - recalled)
             state = state + correction[..., None] * k_t[..., None, :]
             outputs.append((state @ q[:, :, t, :, None])[..., 0])
-        return self.merge(torch.stack(outputs, dim=2))
+        o = torch.stack(outputs, dim=2)
+        if self.output_norm is not None:
+            o = o * torch.rsqrt(o.square().mean(-1, keepdim=True) + 1e-5) * self.output_norm
+        return self.merge(o)
 
 
 class RetNet(Heads):

@@ -104,6 +104,35 @@ TEST_CASE("matrix mixers report every resolved option in config") {
                        {"impl", "fused"}});
 }
 
+TEST_CASE("deltanet's o_norm RMS-normalises each head's output before the projection") {
+  // With the output projection the identity, the mixer returns its heads' outputs: o_norm's are
+  // the plain mixer's, each head RMS-normalised over its 8 values and scaled per value channel.
+  const std::string mixer = GENERATE(as<std::string>{}, "deltanet", "gated_deltanet");
+  INFO(mixer);
+  Options plain_options("test"), normed_options("test");
+  normed_options.set("o_norm", {true});
+  auto plain = make<MixerImpl>(mixer, plain_options, 7);
+  auto normed = make<MixerImpl>(mixer, normed_options, 7);
+  CHECK(normed->config().at("o_norm") == true);
+  CHECK_FALSE(plain->config().contains("o_norm"));
+  CHECK(normed->named_parameters().size() == plain->named_parameters().size() + 1);
+  const torch::Tensor scale = torch::linspace(0.5, 2.0, 8, kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto* module : {plain.get(), normed.get()}) {
+      module->named_parameters()["output.weight"].copy_(torch::eye(16, kDouble));
+      module->named_parameters()["output.bias"].zero_();
+    }
+    normed->named_parameters()["output_norm"].copy_(scale);
+  }
+  const torch::Tensor x = torch::randn({3, 6, 16}, kDouble);
+  const torch::Tensor heads = plain->forward(x).reshape({3, 6, 2, 8});
+  const torch::Tensor expected = heads * torch::rsqrt(heads.square().mean(-1, true) + 1e-5) * scale;
+  CHECK(torch::allclose(normed->forward(x), expected.reshape({3, 6, 16}), 0, 1e-12));
+  normed->forward(x).square().sum().backward();
+  CHECK(normed->named_parameters()["output_norm"].grad().abs().sum().item<double>() > 0);
+}
+
 TEST_CASE("the delta rule follows a three-step recurrence written out by hand") {
   // Step 1 writes v into the empty state along k = e1; step 2 overwrites column e2 entirely
   // (β = 1); step 3 corrects along a diagonal key.

@@ -133,6 +133,15 @@ TEST_CASE("PyTorch gives memscript's outputs and Adam losses from memscript's we
   }
 }
 
+TEST_CASE("PyTorch gives memscript's Adam losses for DeltaNet with o_norm, as Grazzi et al.'s") {
+  for (const char* mixer : {"deltanet", "gated_deltanet"}) {
+    INFO(mixer);
+    Decoder model =
+        make_decoder(mixer, 8, 2, 2, {{"o_norm", {true}}, {"negative_eigenvalues", {true}}});
+    if (!cross_check(model, 50, torch::kFloat64)) return;
+  }
+}
+
 TEST_CASE("PyTorch gives memscript's Adam losses for the study's models (preset seed-mini)") {
   for (const char* mixer :
        {"lstm", "qlstm", "lru", "linear_attention", "gpt", "deltanet", "mamba"}) {

@@ -16,12 +16,23 @@ DeltaNetMixerImpl::DeltaNetMixerImpl(const std::string& name, const MixerContext
       negative_eigenvalues_(options.boolean("negative_eigenvalues", false)),
       qk_norm_(options.boolean("qk_norm", true)),
       qkv_bias_(options.boolean("qkv_bias", false)),
+      o_norm_(options.boolean("o_norm", false)),
       fused_(read_impl(options).fused) {
   qkv_ = QkvProjections(*this, context.d_model, shape_, qkv_bias_);
   // A bias lets each head learn how strongly it writes regardless of the token.
   beta_ = register_input_projection(*this, "beta", context.d_model, shape_.heads, true);
+  if (o_norm_) output_norm_ = register_parameter("output_norm", torch::ones({shape_.head_dim}));
   output_ = register_output_projection(*this, shape_, context);
 }
+
+namespace {
+
+// flash-linear-attention's RMSNorm over the last dimension, with its default eps.
+torch::Tensor rms_normalise(const torch::Tensor& x, const torch::Tensor& scale) {
+  return x * torch::rsqrt(x.square().mean(-1, /*keepdim=*/true) + 1e-5) * scale;
+}
+
+}  // namespace
 
 torch::Tensor DeltaNetMixerImpl::write_strength(const torch::Tensor& x) {
   const torch::Tensor beta = ops::linear(beta_, x, ops::Activation::sigmoid).transpose(1, 2);
@@ -37,8 +48,8 @@ MixerOutput DeltaNetMixerImpl::forward(const torch::Tensor& x, const MixerState&
   const ops::DeltaRuleResult out = fused_
                                        ? ops::delta_rule(q, k, v, beta, alpha, carried)
                                        : ops::delta_rule_reference(q, k, v, beta, alpha, carried);
-  return {ops::linear(output_, merge_heads(out.outputs)),
-          {{out.state}, state.position + x.size(1)}};
+  const torch::Tensor outputs = o_norm_ ? rms_normalise(out.outputs, output_norm_) : out.outputs;
+  return {ops::linear(output_, merge_heads(outputs)), {{out.state}, state.position + x.size(1)}};
 }
 
 nlohmann::json DeltaNetMixerImpl::config() const {
@@ -48,6 +59,7 @@ nlohmann::json DeltaNetMixerImpl::config() const {
                  {"qk_norm", qk_norm_},
                  {"impl", fused_ ? "fused" : "reference"}});
   if (qkv_bias_) config["qkv_bias"] = true;  // the default stays unwritten, as before
+  if (o_norm_) config["o_norm"] = true;      // as qkv_bias: earlier runs' configs still match
   return config;
 }
 

@@ -24,6 +24,10 @@
 //   qk_norm               L2-normalise q and k (default true). Turning it off leaves ‖k‖ free,
 //                         so the eigenvalue 1 − β‖k‖² is no longer bounded by 1 in magnitude and
 //                         S can grow without limit, most quickly with negative_eigenvalues.
+//   o_norm                RMS-normalise each head's output o_t over its head_dim values, times a
+//                         learned scale per value channel shared by the heads, before the output
+//                         projection: flash-linear-attention's DeltaNet layer (its `o_norm`,
+//                         eps 1e-5), which Grazzi et al. train. Default false.
 //
 // State: {S [batch, heads, head_dim (values), head_dim (keys)]}.
 
@@ -57,9 +61,11 @@ class DeltaNetMixerImpl : public MixerImpl {
   bool negative_eigenvalues_;
   bool qk_norm_;
   bool qkv_bias_;
+  bool o_norm_;
   bool fused_;
   QkvProjections qkv_;
   torch::nn::Linear beta_{nullptr}, output_{nullptr};
+  torch::Tensor output_norm_;  // [head_dim], with o_norm
 };
 
 Mixer make_deltanet_mixer(const MixerContext& context, Options& options);
