@@ -194,26 +194,30 @@ TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs end to end in i
 TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs its short-conv models") {
   TempDir cwd;
   const auto r = run_quick_with("grazzi-table3/arithmetic-budget.lua",
-                                {"models=deltanet-neg-conv,deltanet-conv"}, cwd);
+                                {"models=deltanet-neg-conv,deltanet-conv,deltanet-neg-fla"}, cwd);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   const fs::path sweep = cwd.path() / "out/grazzi-arithmetic-budget";
-  for (const char* run : {"model=deltanet-neg-conv,seed=41", "model=deltanet-conv,seed=41"}) {
+  for (const char* run : {"model=deltanet-neg-conv,seed=41", "model=deltanet-conv,seed=41",
+                          "model=deltanet-neg-fla,seed=41"}) {
     INFO(run);
     CHECK(read_file(sweep / run / "status") == "completed\n");
     CHECK_THAT(read_file(sweep / run / "config.json"), Contains("\"short_conv\": 4"));
   }
   CHECK_THAT(read_file(sweep / "model=deltanet-neg-conv,seed=41/config.json"),
-             Contains("\"negative_eigenvalues\": true"));
+             Contains("\"negative_eigenvalues\": true") && !Contains("o_norm"));
+  CHECK_THAT(read_file(sweep / "model=deltanet-neg-fla,seed=41/config.json"),
+             Contains("\"negative_eigenvalues\": true") && Contains("\"o_norm\": true"));
   const std::string table = read_file(sweep / "report/table3.md");
   CHECK_THAT(table, Contains("| deltanet-neg-conv | 0.971 | ") &&
                         Contains("| deltanet-conv | 0.314 | ") &&
+                        Contains("| deltanet-neg-fla | 0.971 | ") &&
                         Contains("| deltanet-neg-conv | 41 | "));
   const auto unknown = run_quick_with("grazzi-table3/arithmetic-budget.lua", {"models=conv"}, cwd);
   CHECK(unknown.exit_code == 2);
   CHECK_THAT(unknown.err, Contains("--set models=conv: expected a comma-separated list from: "
                                    "deltanet, deltanet-conv, deltanet-neg, deltanet-neg-conv, "
-                                   "mamba-neg, transformer (item 1 is 'conv')"));
+                                   "deltanet-neg-fla, mamba-neg, transformer (item 1 is 'conv')"));
 }
 
 TEST_CASE(
