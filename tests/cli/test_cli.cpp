@@ -22,6 +22,17 @@ ProcessResult run_memscript(const std::vector<std::string>& args, const TempDir&
   return run_process(MEMSCRIPT_BINARY, args, cwd.path(), input);
 }
 
+// The first group of `pattern` in each line of `text` that matches it.
+std::set<std::string> first_groups(const std::string& text, const std::regex& pattern) {
+  std::set<std::string> found;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, pattern)) found.insert(m[1]);
+  }
+  return found;
+}
+
 int count_lines(const std::string& text) {
   return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
@@ -48,20 +59,11 @@ TEST_CASE("docs/cli.md's table of options is the list --help prints") {
   TempDir cwd;
   const auto help = run_memscript({"--help"}, cwd);
   REQUIRE(help.exit_code == 0);
-  const std::regex printed(R"(^\s+(?:-h, )?(--[a-z-]+|-e)\b)");
-  std::set<std::string> in_help;
-  std::istringstream help_lines(help.out);
-  for (std::string line; std::getline(help_lines, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, printed)) in_help.insert(m[1]);
-  }
-  const std::regex row(R"(^\| `(--[a-z-]+|-e)\b)");
-  std::set<std::string> in_docs;
-  std::istringstream doc_lines(read_file(std::string(MEMSCRIPT_SOURCE_DIR) + "/docs/cli.md"));
-  for (std::string line; std::getline(doc_lines, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, row)) in_docs.insert(m[1]);
-  }
+  const std::set<std::string> in_help =
+      first_groups(help.out, std::regex(R"(^\s+(?:-h, )?(--[a-z-]+|-e)\b)"));
+  const std::set<std::string> in_docs =
+      first_groups(read_file(std::string(MEMSCRIPT_SOURCE_DIR) + "/docs/cli.md"),
+                   std::regex(R"(^\| `(--[a-z-]+|-e)\b)"));
   const auto listed = [](const std::set<std::string>& names) {
     std::string text;
     for (const auto& name : names) text += name + " ";

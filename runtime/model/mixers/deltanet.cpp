@@ -2,6 +2,7 @@
 
 #include "runtime/ops/common/impl.h"
 #include "runtime/ops/delta_rule/delta_rule.h"
+#include "runtime/ops/layer_norm/layer_norm.h"
 #include "runtime/ops/linear/linear.h"
 
 namespace memscript {
@@ -25,15 +26,6 @@ DeltaNetMixerImpl::DeltaNetMixerImpl(const std::string& name, const MixerContext
   output_ = register_output_projection(*this, shape_, context);
 }
 
-namespace {
-
-// flash-linear-attention's RMSNorm over the last dimension, with its default eps.
-torch::Tensor rms_normalise(const torch::Tensor& x, const torch::Tensor& scale) {
-  return x * torch::rsqrt(x.square().mean(-1, /*keepdim=*/true) + 1e-5) * scale;
-}
-
-}  // namespace
-
 torch::Tensor DeltaNetMixerImpl::write_strength(const torch::Tensor& x) {
   const torch::Tensor beta = ops::linear(beta_, x, ops::Activation::sigmoid).transpose(1, 2);
   return negative_eigenvalues_ ? 2 * beta : beta;
@@ -48,7 +40,9 @@ MixerOutput DeltaNetMixerImpl::forward(const torch::Tensor& x, const MixerState&
   const ops::DeltaRuleResult out = fused_
                                        ? ops::delta_rule(q, k, v, beta, alpha, carried)
                                        : ops::delta_rule_reference(q, k, v, beta, alpha, carried);
-  const torch::Tensor outputs = o_norm_ ? rms_normalise(out.outputs, output_norm_) : out.outputs;
+  // flash-linear-attention's o_norm, with its default eps.
+  const torch::Tensor outputs =
+      o_norm_ ? ops::rms_norm(out.outputs, output_norm_, 1e-5) : out.outputs;
   return {ops::linear(output_, merge_heads(outputs)), {{out.state}, state.position + x.size(1)}};
 }
 

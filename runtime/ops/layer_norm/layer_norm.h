@@ -25,7 +25,7 @@ torch::Tensor layer_norm_reference(const torch::Tensor& x, const torch::Tensor& 
 
 // RMSNorm over the last axis: x / sqrt(mean(x²) + eps), times `weight` where it is defined, in
 // composed libtorch ops (no kernel: it is never on the hot path alone). Serves the per-head
-// read-out of retnet and gla, hgrn2's norm and the script's ctx:rms_norm.
+// read-out of retnet and gla, deltanet's o_norm, hgrn2's norm and the script's ctx:rms_norm.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 }  // namespace memscript::ops
