@@ -195,17 +195,35 @@ class DeltaNet(Heads):
         super().__init__(d_model, config)
         self.negative = config["negative_eigenvalues"]
         self.qk_norm = config["qk_norm"]
-        self.beta = linear(d_model, self.heads)
+        self.beta = linear(d_model, self.heads, bias=config.get("beta_bias", True))
         # o_norm: each head's output RMS-normalised (eps 1e-5), times a scale per value channel.
         self.output_norm = nn.Parameter(torch.ones(self.head_dim)) if config.get("o_norm") else None
+        # qkv_conv: q, k and v each through a causal depthwise convolution (no bias) and a SiLU.
+        self.qkv_conv = config.get("qkv_conv", 0)
+        if self.qkv_conv:
+            width = self.heads * self.head_dim
+            for name in ("query_conv", "key_conv", "value_conv"):
+                setattr(self, name, nn.Conv1d(width, width, self.qkv_conv, groups=width,
+                                              bias=False))
         if gated:
             self.alpha = linear(d_model, self.heads, bias=False)
             self.a_log = nn.Parameter(torch.empty(self.heads).uniform_(1, 16).log())
             self.dt_bias = nn.Parameter(torch.zeros(self.heads))
         self.gated = gated
 
+    def convolved_qkv(self, x):
+        def conv(projection, layer):
+            padded = F.pad(projection(x).transpose(1, 2), (self.qkv_conv - 1, 0))
+            return self.split(F.silu(layer(padded)).transpose(1, 2))
+        q = conv(self.query, self.query_conv)
+        k = conv(self.key, self.key_conv)
+        v = conv(self.value, self.value_conv)
+        if self.qk_norm:
+            q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+        return q, k, v
+
     def forward(self, x):
-        q, k, v = self.qkv(x, self.qk_norm)
+        q, k, v = self.convolved_qkv(x) if self.qkv_conv else self.qkv(x, self.qk_norm)
         beta = torch.sigmoid(self.beta(x)).transpose(1, 2)  # [B, H, L]
         if self.negative:
             beta = 2 * beta

@@ -193,8 +193,9 @@ TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs end to end in i
 
 TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs its short-conv models") {
   TempDir cwd;
-  const auto r = run_quick_with("grazzi-table3/arithmetic-budget.lua",
-                                {"models=deltanet-neg-conv,deltanet-conv,deltanet-neg-fla"}, cwd);
+  const auto r = run_quick_with(
+      "grazzi-table3/arithmetic-budget.lua",
+      {"models=deltanet-neg-conv,deltanet-conv,deltanet-neg-fla,deltanet-neg-fla-qkv"}, cwd);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   const fs::path sweep = cwd.path() / "out/grazzi-arithmetic-budget";
@@ -208,16 +209,21 @@ TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs its short-conv 
              Contains("\"negative_eigenvalues\": true") && !Contains("o_norm"));
   CHECK_THAT(read_file(sweep / "model=deltanet-neg-fla,seed=41/config.json"),
              Contains("\"negative_eigenvalues\": true") && Contains("\"o_norm\": true"));
+  CHECK_THAT(read_file(sweep / "model=deltanet-neg-fla-qkv,seed=41/config.json"),
+             Contains("\"qkv_conv\": 4") && Contains("\"o_norm\": true") &&
+                 Contains("\"beta_bias\": false") && !Contains("short_conv"));
   const std::string table = read_file(sweep / "report/table3.md");
   CHECK_THAT(table, Contains("| deltanet-neg-conv | 0.971 | ") &&
                         Contains("| deltanet-conv | 0.314 | ") &&
                         Contains("| deltanet-neg-fla | 0.971 | ") &&
+                        Contains("| deltanet-neg-fla-qkv | 0.971 | ") &&
                         Contains("| deltanet-neg-conv | 41 | "));
   const auto unknown = run_quick_with("grazzi-table3/arithmetic-budget.lua", {"models=conv"}, cwd);
   CHECK(unknown.exit_code == 2);
   CHECK_THAT(unknown.err, Contains("--set models=conv: expected a comma-separated list from: "
                                    "deltanet, deltanet-conv, deltanet-neg, deltanet-neg-conv, "
-                                   "deltanet-neg-fla, mamba-neg, transformer (item 1 is 'conv')"));
+                                   "deltanet-neg-fla, deltanet-neg-fla-qkv, mamba-neg, "
+                                   "transformer (item 1 is 'conv')"));
 }
 
 TEST_CASE(

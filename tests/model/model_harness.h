@@ -30,6 +30,16 @@ inline Decoder make_decoder(const std::string& mixer, int64_t d_model = 16, int6
   return model;
 }
 
+// deltanet's and gated_deltanet's options for flash-linear-attention's DeltaNet layer, as far as
+// memscript has it (Grazzi et al.'s model): convolutions of `kernel` on q, k and v, no bias on β,
+// the output norm, eigenvalues in (−1, 1).
+inline ExtraOptions fla_deltanet_options(int64_t kernel) {
+  return {{"qkv_conv", {kernel}},
+          {"beta_bias", {false}},
+          {"o_norm", {true}},
+          {"negative_eigenvalues", {true}}};
+}
+
 // The model `preset` builds for `mixer` over a vocabulary and classes of the given sizes.
 inline Decoder make_preset_decoder(const std::string& mixer, const std::string& preset,
                                    int64_t vocab, int64_t classes, int64_t seed = 1) {

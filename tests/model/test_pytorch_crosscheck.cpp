@@ -142,6 +142,15 @@ TEST_CASE("PyTorch gives memscript's Adam losses for DeltaNet with o_norm, as Gr
   }
 }
 
+TEST_CASE(
+    "PyTorch gives memscript's Adam losses for DeltaNet laid out as flash-linear-attention's") {
+  for (const char* mixer : {"deltanet", "gated_deltanet"}) {
+    INFO(mixer);
+    Decoder model = make_decoder(mixer, 8, 2, 2, memscript::test::fla_deltanet_options(3));
+    if (!cross_check(model, 50, torch::kFloat64)) return;
+  }
+}
+
 TEST_CASE("PyTorch gives memscript's Adam losses for the study's models (preset seed-mini)") {
   for (const char* mixer :
        {"lstm", "qlstm", "lru", "linear_attention", "gpt", "deltanet", "mamba"}) {

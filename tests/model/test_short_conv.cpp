@@ -1,12 +1,16 @@
 // short_conv = K: a causal depthwise convolution and SiLU before gpt, linear_attention, deltanet
-// and gated_deltanet. Checked against the convolution written out with torch::conv1d, fused
+// and gated_deltanet; and deltanet's and gated_deltanet's qkv_conv = K, the same on each of q, k
+// and v after its projection (flash-linear-attention's layout), with beta_bias = false. Checked
+// against the layer written out with torch::conv1d (and the delta rule's reference), fused
 // against reference, and for the properties every mixer has.
 
 #include <catch2/catch.hpp>
 
 #include "../support/process.h"
 #include "model_harness.h"
+#include "runtime/model/mixers/deltanet.h"
 #include "runtime/model/serialize.h"
+#include "runtime/ops/delta_rule/delta_rule.h"
 
 using namespace memscript;
 using memscript::test::make_decoder;
@@ -31,6 +35,35 @@ Mixer short_conv_mixer(const std::string& name, int64_t kernel, const std::strin
 }
 
 memscript::test::ExtraOptions with_conv(int64_t kernel) { return {{"short_conv", {kernel}}}; }
+
+std::shared_ptr<DeltaNetMixerImpl> fla_deltanet(const std::string& impl) {
+  Options options("test mixer");
+  options.set("qkv_conv", {int64_t{4}});
+  options.set("beta_bias", {false});
+  options.set("impl", {impl});
+  torch::manual_seed(3);
+  auto mixer = std::dynamic_pointer_cast<DeltaNetMixerImpl>(
+      make_mixer("deltanet", MixerContext{16, 2, 2}, options));
+  options.finish();
+  mixer->to(torch::kDouble);
+  return mixer;
+}
+
+// silu(causal depthwise conv_K(x Wᵀ)) per channel, no bias, split into heads:
+// [batch, heads, length, head_dim].
+torch::Tensor convolved_heads(torch::OrderedDict<std::string, torch::Tensor>& parameters,
+                              const std::string& name, const torch::Tensor& x) {
+  const torch::Tensor projected =
+      torch::linear(x, parameters[name + ".weight"]).transpose(1, 2);  // [B, C, L]
+  const torch::Tensor weight = parameters[name + "_conv.weight"];      // [C, 1, K]
+  const int64_t kernel = weight.size(2);
+  const torch::Tensor padded = torch::constant_pad_nd(projected, {kernel - 1, 0}, 0.0);
+  const std::vector<int64_t> one = {1}, none = {0};
+  const torch::Tensor u =
+      torch::silu(at::conv1d(padded, weight, {}, torch::IntArrayRef(one), torch::IntArrayRef(none),
+                             torch::IntArrayRef(one), weight.size(0)));
+  return u.transpose(1, 2).unflatten(-1, {2, -1}).transpose(1, 2);
+}
 
 }  // namespace
 
@@ -74,11 +107,23 @@ TEST_CASE("short_conv is the mixer of silu(causal depthwise conv(x)), fused as r
 }
 
 TEST_CASE(
-    "short_conv: causal, the same in chunks shorter than its window, gradient everywhere, "
-    "saved and loaded") {
-  for (const std::string& name : kMixers) {
-    INFO(name);
-    Decoder model = make_decoder(name, 16, 2, 2, with_conv(4));
+    "short_conv and qkv_conv: causal, the same in chunks shorter than their window, gradient "
+    "everywhere, saved and loaded") {
+  struct Case {
+    std::string mixer;
+    memscript::test::ExtraOptions options;
+    std::string option;
+    int convs;  // convolutions in the two layers
+  };
+  std::vector<Case> cases;
+  for (const std::string& name : kMixers) cases.push_back({name, with_conv(4), "short_conv", 2});
+  for (const char* name : {"deltanet", "gated_deltanet"})
+    cases.push_back({name, memscript::test::fla_deltanet_options(4), "qkv_conv", 6});
+  for (const Case& c : cases) {
+    const std::string& name = c.mixer;
+    const std::string& option = c.option;
+    INFO(name << " " << option);
+    Decoder model = make_decoder(name, 16, 2, 2, c.options);
     model->to(torch::kDouble);
     const torch::Tensor tokens = random_tokens(3, 29, 5);
     const torch::Tensor whole = model->forward(tokens);
@@ -93,20 +138,21 @@ TEST_CASE(
 
     const torch::Tensor targets = torch::randint(0, 3, {3, 29}, torch::kInt64);
     masked_cross_entropy(whole, targets, torch::ones({3, 29}, torch::kBool)).backward();
-    bool saw_conv = false;
+    int convs = 0;
     for (const auto& item : model->named_parameters()) {
       INFO(item.key());
-      saw_conv = saw_conv || item.key().find(".conv.weight") != std::string::npos;
+      const std::string& key = item.key();  // ...mixer.conv.weight, ...mixer.query_conv.weight
+      convs += key.size() >= 11 && key.compare(key.size() - 11, 11, "conv.weight") == 0;
       REQUIRE(item.value().grad().defined());
       CHECK(item.value().grad().abs().sum().item<double>() > 0);
     }
-    CHECK(saw_conv);
+    CHECK(convs == c.convs);
 
     memscript::test::TempDir folder;
     save_decoder(*model, folder.path() / "model.pt");
     Decoder loaded = load_decoder(folder.path() / "model.pt");
     CHECK(loaded->config() == model->config());
-    CHECK(loaded->config()["layers"][0]["short_conv"] == 4);
+    CHECK(loaded->config()["layers"][0][option] == 4);
     CHECK(torch::equal(loaded->forward(tokens), model->forward(tokens)));
   }
 }
@@ -122,4 +168,52 @@ TEST_CASE("short_conv leaves a mixer without it unchanged, and checks its value 
                     Catch::Matchers::Contains("'short_conv' must be"));
   CHECK_THROWS_WITH(make_decoder("gpt", 16, 2, 2, {{"short_conv", {2.5}}}),
                     Catch::Matchers::Contains("'short_conv' must be an integer, got 2.5"));
+}
+
+TEST_CASE("qkv_conv convolves q, k and v after their projections, fused as reference") {
+  const auto fused = fla_deltanet("fused");
+  const auto reference = fla_deltanet("reference");
+  CHECK(fused->config()["qkv_conv"] == 4);
+  CHECK(fused->config()["beta_bias"] == false);
+  auto parameters = fused->named_parameters();
+  CHECK_FALSE(parameters.contains("beta.bias"));
+  CHECK_FALSE(parameters.contains("query_conv.bias"));
+  REQUIRE(parameters["key_conv.weight"].sizes() == torch::IntArrayRef({16, 1, 4}));
+
+  torch::manual_seed(5);
+  const torch::Tensor x = torch::randn({2, 11, 16}, torch::kDouble);
+  const auto unit = [](const torch::Tensor& t) { return t / t.norm(2, -1, true); };
+  const torch::Tensor q = unit(convolved_heads(parameters, "query", x));
+  const torch::Tensor k = unit(convolved_heads(parameters, "key", x));
+  const torch::Tensor v = convolved_heads(parameters, "value", x);
+  const torch::Tensor beta = torch::sigmoid(torch::linear(x, parameters["beta.weight"]));
+  const ops::DeltaRuleResult rule =
+      ops::delta_rule_reference(q, k, v, beta.transpose(1, 2), {}, {});
+  const torch::Tensor expected =
+      torch::linear(rule.outputs.transpose(1, 2).flatten(2), parameters["output.weight"],
+                    parameters["output.bias"]);
+
+  const MixerOutput out = fused->forward(x, MixerState{});
+  CHECK(relative_error(out.y, expected) < 1e-10);
+  CHECK(relative_error(reference->forward(x, MixerState{}).y, out.y) < 1e-12);
+  // The state: S, then the windows of q, k and v: their last K − 1 projections, channels first.
+  REQUIRE(out.state.tensors.size() == 4);
+  CHECK(relative_error(out.state.tensors[0], rule.state) < 1e-12);
+  const torch::Tensor last_keys = torch::linear(x, parameters["key.weight"]).narrow(1, 8, 3);
+  CHECK(relative_error(out.state.tensors[2], last_keys.transpose(1, 2)) < 1e-12);
+}
+
+TEST_CASE("qkv_conv and beta_bias are unwritten when off, and their values are checked") {
+  const Decoder plain = make_decoder("deltanet");
+  CHECK_FALSE(plain->config()["layers"][0].contains("qkv_conv"));
+  CHECK_FALSE(plain->config()["layers"][0].contains("beta_bias"));
+  CHECK_THROWS_WITH(make_decoder("deltanet", 16, 2, 2,
+                                 {{"qkv_conv", {int64_t{4}}}, {"short_conv", {int64_t{4}}}}),
+                    Catch::Matchers::Contains("'qkv_conv' and short_conv are two placements"));
+  CHECK_THROWS_WITH(make_decoder("gated_deltanet", 16, 2, 2, {{"qkv_conv", {int64_t{1}}}}),
+                    Catch::Matchers::Contains("'qkv_conv' must be"));
+  CHECK_THROWS_WITH(make_decoder("deltanet", 16, 2, 2, {{"beta_bias", {int64_t{0}}}}),
+                    Catch::Matchers::Contains("'beta_bias' must be"));
+  CHECK_THROWS_WITH(make_decoder("linear_attention", 16, 2, 2, {{"qkv_conv", {int64_t{4}}}}),
+                    Catch::Matchers::Contains("qkv_conv"));
 }

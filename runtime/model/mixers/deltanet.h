@@ -28,8 +28,16 @@
 //                         learned scale per value channel shared by the heads, before the output
 //                         projection: flash-linear-attention's DeltaNet layer (its `o_norm`,
 //                         eps 1e-5), which Grazzi et al. train. Default false.
+//   qkv_conv              K >= 2: a causal depthwise convolution of K (no bias) and a SiLU on
+//                         each of q, k and v after its projection, before q and k are
+//                         normalised: flash-linear-attention's `use_short_conv` layout. The
+//                         decoder's `short_conv` is the other placement (once, on the mixer's
+//                         input); a layer takes one or the other. Default 0: none.
+//   beta_bias             a bias on β's projection (default true; flash-linear-attention's has
+//                         none).
 //
-// State: {S [batch, heads, head_dim (values), head_dim (keys)]}.
+// State: {S [batch, heads, head_dim (values), head_dim (keys)]}, then with qkv_conv the three
+// convolutions' windows {q, k, v: [batch, heads * head_dim, K − 1]}.
 
 #include "runtime/model/heads.h"
 
@@ -56,14 +64,22 @@ class DeltaNetMixerImpl : public MixerImpl {
   const HeadShape& shape() const { return shape_; }
 
  private:
+  // q, k, v [batch, heads, length, head_dim] from x; with qkv_conv through the convolutions,
+  // from the windows in `state` (after S), whose successors are appended to `windows`.
+  HeadInputs project(const torch::Tensor& x, const MixerState& state,
+                     std::vector<torch::Tensor>& windows);
+
   std::string name_;
   HeadShape shape_;
   bool negative_eigenvalues_;
   bool qk_norm_;
   bool qkv_bias_;
   bool o_norm_;
+  int64_t qkv_conv_;
+  bool beta_bias_;
   bool fused_;
   QkvProjections qkv_;
+  std::vector<torch::nn::Conv1d> qkv_convs_;  // query, key, value; with qkv_conv
   torch::nn::Linear beta_{nullptr}, output_{nullptr};
   torch::Tensor output_norm_;  // [head_dim], with o_norm
 };

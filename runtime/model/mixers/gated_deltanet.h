@@ -9,14 +9,15 @@
 //
 // A_log and dt_bias are per-head parameters initialised as in Mamba-2 (A in [1, 16], the
 // softplus step in [0.001, 0.1]), so α starts between about 0.2 and 1. The reference block's
-// gate on the output norm is left out, and its short convolutions are the decoder's `short_conv`:
-// this is the recurrence, to compare with deltanet's.
+// gate on the output norm is left out, and its short convolutions are the decoder's `short_conv`
+// or deltanet's `qkv_conv`: this is the recurrence, to compare with deltanet's.
 //
 // Options, q/k normalisation, β and its negative_eigenvalues range, o_norm are deltanet's (see
 // deltanet.h); with negative eigenvalues the transition's eigenvalue along k_t is
 // α_t (1 − β_t), still in (−1, 1).
 //
-// State: {S [batch, heads, head_dim (values), head_dim (keys)]}, as deltanet.
+// State: as deltanet's: {S [batch, heads, head_dim (values), head_dim (keys)]}, then qkv_conv's
+// windows.
 
 #include "runtime/model/mixers/deltanet.h"
 
