@@ -44,6 +44,8 @@ std::vector<Variant> variants(const std::string& impl) {
   // positions run composed ops.
   out.push_back({"gpt", {{"positions", {std::string("alibi")}}}});
   out.push_back({"gpt", {{"positions", {std::string("relative")}}}});
+  // flash-linear-attention's DeltaNet layout: convolutions on q, k and v, the output norm.
+  out.push_back({"deltanet", {{"qkv_conv", {int64_t{4}}}, {"o_norm", {true}}}});
   for (Variant& v : out) v.options["impl"] = {impl};
   return out;
 }

@@ -37,14 +37,15 @@ DeltaNetMixerImpl::DeltaNetMixerImpl(const std::string& name, const MixerContext
       beta_bias_(options.boolean("beta_bias", true)),
       fused_(read_impl(options).fused) {
   qkv_ = QkvProjections(*this, context.d_model, shape_, qkv_bias_);
+  const int64_t width = shape_.width();
   for (const char* conv : {"query_conv", "key_conv", "value_conv"}) {
-    if (qkv_conv_ == 0) break;
-    const int64_t width = shape_.width();
-    qkv_convs_.push_back(register_module(
-        conv, torch::nn::Conv1d(
-                  torch::nn::Conv1dOptions(width, width, qkv_conv_).groups(width).bias(false))));
+    if (qkv_conv_ > 0)
+      qkv_convs_.push_back(register_module(
+          conv, torch::nn::Conv1d(
+                    torch::nn::Conv1dOptions(width, width, qkv_conv_).groups(width).bias(false))));
   }
-  // A bias lets each head learn how strongly it writes regardless of the token.
+  // A bias (beta_bias, on by default) lets each head learn how strongly it writes regardless of
+  // the token.
   beta_ = register_input_projection(*this, "beta", context.d_model, shape_.heads, beta_bias_);
   if (o_norm_) output_norm_ = register_parameter("output_norm", torch::ones({shape_.head_dim}));
   output_ = register_output_projection(*this, shape_, context);
