@@ -41,16 +41,19 @@ QkvProjections::QkvProjections(torch::nn::Module& owner, int64_t d_model, const 
       key(register_input_projection(owner, "key", d_model, shape.width(), bias)),
       value(register_input_projection(owner, "value", d_model, shape.width(), bias)) {}
 
+torch::Tensor to_heads(const torch::Tensor& projected, int64_t heads, bool normalise) {
+  if (!normalise) return split_heads(projected, heads);
+  // Normalized on the [batch, length, heads, head_dim] view, whose rows are contiguous.
+  return ops::l2_normalize(projected.unflatten(-1, {heads, -1})).transpose(1, 2);
+}
+
 namespace {
 
 // One of q, k: [batch, heads, length, head_dim], normalized per head and mapped by φ.
 torch::Tensor project_query_or_key(const torch::nn::Linear& projection, const torch::Tensor& x,
                                    int64_t heads, bool qk_norm, ops::Activation feature_map) {
   if (!qk_norm) return split_heads(ops::linear(projection, x, feature_map), heads);
-  // Normalized on the [batch, length, heads, head_dim] view, whose rows are contiguous.
-  const torch::Tensor unit =
-      ops::l2_normalize(ops::linear(projection, x).unflatten(-1, {heads, -1}));
-  return ops::activation(unit, feature_map).transpose(1, 2);
+  return ops::activation(to_heads(ops::linear(projection, x), heads, true), feature_map);
 }
 
 }  // namespace

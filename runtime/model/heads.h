@@ -43,6 +43,10 @@ struct HeadInputs {
   torch::Tensor q, k, v;  // each [batch, heads, length, head_dim]
 };
 
+// A projection's output [batch, length, heads * width] as heads [batch, heads, length, width],
+// each of unit length when `normalise`.
+torch::Tensor to_heads(const torch::Tensor& projected, int64_t heads, bool normalise);
+
 // Projects x [batch, length, d_model] into heads: q and k of unit length along each head when
 // `qk_norm`, then through `feature_map` (linear attention's φ).
 HeadInputs project_heads(QkvProjections& projections, const torch::Tensor& x, int64_t heads,

@@ -3,7 +3,6 @@
 #include "runtime/ops/causal_conv/causal_conv.h"
 #include "runtime/ops/common/impl.h"
 #include "runtime/ops/delta_rule/delta_rule.h"
-#include "runtime/ops/l2_normalize/l2_normalize.h"
 #include "runtime/ops/layer_norm/layer_norm.h"
 #include "runtime/ops/linear/linear.h"
 
@@ -75,13 +74,9 @@ HeadInputs DeltaNetMixerImpl::project(const torch::Tensor& x, const MixerState& 
     convolved[i] = out.u;
     windows.push_back(out.window_after);
   }
-  // Normalised on the [batch, length, heads, head_dim] view, whose rows are contiguous.
-  const auto heads_of = [&](const torch::Tensor& t, bool normalise) {
-    const torch::Tensor split = t.unflatten(-1, {shape_.heads, -1});
-    return (normalise ? ops::l2_normalize(split) : split).transpose(1, 2);
-  };
-  return {heads_of(convolved[0], qk_norm_), heads_of(convolved[1], qk_norm_),
-          heads_of(convolved[2], false)};
+  return {to_heads(convolved[0], shape_.heads, qk_norm_),
+          to_heads(convolved[1], shape_.heads, qk_norm_),
+          to_heads(convolved[2], shape_.heads, false)};
 }
 
 MixerOutput DeltaNetMixerImpl::forward(const torch::Tensor& x, const MixerState& state) {
