@@ -409,22 +409,34 @@ MIXERS = {
 }
 
 
+def norm(d_model, config):
+    """LayerNorm, or RMSNorm with norm = "rms" (weight only), eps from norm_eps."""
+    eps = config.get("norm_eps", 1e-5)
+    return nn.RMSNorm(d_model, eps=eps) if config.get("norm") == "rms" else nn.LayerNorm(d_model, eps=eps)
+
+
 class Block(nn.Module):
-    def __init__(self, d_model, mlp_hidden, mixer):
+    def __init__(self, d_model, mlp_hidden, mixer, config):
         super().__init__()
         self.mixer = mixer
-        self.mixer_norm = nn.LayerNorm(d_model)
+        self.mixer_norm = norm(d_model, config)
         self.mlp_hidden = mlp_hidden
+        self.swiglu = config.get("mlp") == "swiglu"
         if mlp_hidden > 0:  # mlp_ratio = 0: no MLP half
-            self.mlp_norm = nn.LayerNorm(d_model)
-            self.mlp_up = linear(d_model, mlp_hidden)
-            self.mlp_down = linear(mlp_hidden, d_model)
+            self.mlp_norm = norm(d_model, config)
+            if self.swiglu:  # W_down (silu(W_gate h) * W_up h), no biases
+                self.mlp_gate = linear(d_model, mlp_hidden, bias=False)
+            self.mlp_up = linear(d_model, mlp_hidden, bias=not self.swiglu)
+            self.mlp_down = linear(mlp_hidden, d_model, bias=not self.swiglu)
 
     def forward(self, x):
         h = x + self.mixer(self.mixer_norm(x))
         if self.mlp_hidden == 0:
             return h
-        return h + self.mlp_down(F.gelu(self.mlp_up(self.mlp_norm(h))))
+        n = self.mlp_norm(h)
+        if self.swiglu:
+            return h + self.mlp_down(F.silu(self.mlp_gate(n)) * self.mlp_up(n))
+        return h + self.mlp_down(F.gelu(self.mlp_up(n)))
 
 
 class Decoder(nn.Module):
@@ -438,9 +450,10 @@ class Decoder(nn.Module):
         if config.get("residual_positions", "none") == "learned":
             self.positions = nn.Parameter(torch.randn(config["max_length"], d_model) * 0.02)
         self.blocks = nn.ModuleList(
-            Block(d_model, config["mlp_ratio"] * d_model, MIXERS[layer["mixer"]](d_model, layer))
+            Block(d_model, config["mlp_ratio"] * d_model, MIXERS[layer["mixer"]](d_model, layer),
+                  config)
             for layer in config["layers"])
-        self.final_norm = nn.LayerNorm(d_model)
+        self.final_norm = norm(d_model, config)
         self.head = linear(d_model, config["classes"], bias=config.get("head_bias", True))
 
     def forward(self, tokens):

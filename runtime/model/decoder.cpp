@@ -126,42 +126,82 @@ std::optional<Preset> read_preset(Options& options, const std::vector<LayerPlan>
   options.fail("preset", "must be one of seed-mini, small, got \"" + *name + "\"");
 }
 
+// torch::nn::LayerNorm's eps, which every run folder before `norm_eps` existed was built with.
+constexpr double kDefaultNormEps = 1e-5;
+
+// mlp, norm and norm_eps: the block around the mixer. `mlp_hidden` 0: no MLP half.
+BlockShape read_block_shape(Options& options, int64_t mlp_hidden) {
+  BlockShape shape;
+  shape.mlp_hidden = mlp_hidden;
+  shape.swiglu = options.string("mlp", "gelu", {"gelu", "swiglu"}) == "swiglu";
+  if (shape.swiglu && mlp_hidden == 0)
+    options.fail("mlp", "= \"swiglu\" needs an MLP, and mlp_ratio = 0 builds none");
+  shape.rms_norm = options.string("norm", "layer", {"layer", "rms"}) == "rms";
+  shape.norm_eps = options.number("norm_eps", kDefaultNormEps, 0.0, 1.0);
+  if (shape.norm_eps <= 0) options.fail("norm_eps", "must be above 0, got 0");
+  return shape;
+}
+
 void set_defaults(Options& options, const OptionDefaults& defaults) {
   for (const auto& [key, value] : defaults) options.set_default(key, value);
 }
 
-// One autograd node (fused/layer_norm.h) instead of the seven ops of the formula, whose
-// parameter gradients are the same bits with --threads 1 and --threads 2 (libtorch's own CPU
-// layer_norm backward sums them per thread, which changes them around 1e-8 with the count).
-torch::Tensor layer_norm(const torch::nn::LayerNorm& norm, const torch::Tensor& x) {
-  return ops::layer_norm(x, norm->weight, norm->bias, norm->options.eps());
-}
-
 }  // namespace
 
-BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidden)
+NormImpl::NormImpl(int64_t width, bool rms, double eps) : eps_(eps) {
+  weight_ = register_parameter("weight", torch::ones({width}));
+  if (!rms) bias_ = register_parameter("bias", torch::zeros({width}));
+}
+
+// LayerNorm as one autograd node (ops/layer_norm), whose parameter gradients are the same bits
+// with --threads 1 and --threads 2 (libtorch's own CPU layer_norm backward sums them per thread,
+// which changes them around 1e-8 with the count); RMSNorm from composed ops.
+torch::Tensor NormImpl::forward(const torch::Tensor& x) const {
+  return rms() ? ops::rms_norm(x, weight_, eps_) : ops::layer_norm(x, weight_, bias_, eps_);
+}
+
+BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, const BlockShape& shape)
     : mixer_(std::move(mixer)) {
   register_module("mixer", mixer_);
-  const std::vector<int64_t> shape = {context.d_model};
   mixer_norm_ =
-      register_module("mixer_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions(shape)));
-  if (mlp_hidden == 0) return;
-  mlp_norm_ = register_module("mlp_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions(shape)));
-  mlp_up_ = register_module("mlp_up", torch::nn::Linear(context.d_model, mlp_hidden));
-  mlp_down_ = register_module("mlp_down", torch::nn::Linear(mlp_hidden, context.d_model));
+      register_module("mixer_norm", Norm(context.d_model, shape.rms_norm, shape.norm_eps));
+  if (shape.mlp_hidden == 0) return;
+  mlp_norm_ = register_module("mlp_norm", Norm(context.d_model, shape.rms_norm, shape.norm_eps));
+  const auto linear = [&](int64_t in, int64_t out) {
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(!shape.swiglu));
+  };
+  if (shape.swiglu) {
+    mlp_gate_ = register_module("mlp_gate", linear(context.d_model, shape.mlp_hidden));
+    init_linear(mlp_gate_);
+  }
+  mlp_up_ = register_module("mlp_up", linear(context.d_model, shape.mlp_hidden));
+  mlp_down_ = register_module("mlp_down", linear(shape.mlp_hidden, context.d_model));
   init_linear(mlp_up_);
   init_output_projection(mlp_down_, context.layers);
 }
 
 MixerOutput BlockImpl::forward(const torch::Tensor& x, const MixerState& state) {
   MixerOutput mixed = mix(x, state);
-  mixed.y = mlp_up_ ? ops::residual_mlp(x, mixed.y, mlp_weights()) : x + mixed.y;
+  mixed.y = residual_mlp(x, mixed.y);
   return mixed;
 }
 
 MixerOutput BlockImpl::mix(const torch::Tensor& x, const MixerState& state) {
-  const ops::PreNorm norm{mixer_norm_->weight, mixer_norm_->bias, mixer_norm_->options.eps()};
-  return mixer_->forward_normed(x, norm, state);
+  if (mixer_norm_->rms()) return mixer_->forward(mixer_norm_->forward(x), state);
+  return mixer_->forward_normed(x, mixer_norm_->pre_norm(), state);
+}
+
+// The LayerNorm + GELU half runs as one fused node (ops/mlp_block); RMSNorm or SwiGLU from the
+// separate fused ops.
+torch::Tensor BlockImpl::residual_mlp(const torch::Tensor& x, const torch::Tensor& m) const {
+  if (!mlp_up_) return x + m;
+  if (!mlp_gate_ && !mlp_norm_->rms()) return ops::residual_mlp(x, m, mlp_weights());
+  const torch::Tensor h = x + m;
+  const torch::Tensor n = mlp_norm_->forward(h);
+  const torch::Tensor hidden =
+      mlp_gate_ ? ops::linear(mlp_gate_, n, ops::Activation::silu) * ops::linear(mlp_up_, n)
+                : ops::linear(mlp_up_, n, ops::Activation::gelu);
+  return h + ops::linear(mlp_down_, hidden);
 }
 
 torch::Tensor BlockImpl::forward_rows(const torch::Tensor& x, const torch::Tensor& rows) {
@@ -170,12 +210,13 @@ torch::Tensor BlockImpl::forward_rows(const torch::Tensor& x, const torch::Tenso
   // [1, n, d]: the rows as one sequence, the shape the MLP's kernels take.
   const torch::Tensor xr = x.reshape({-1, d}).index_select(0, rows).unsqueeze(0);
   const torch::Tensor mr = m.reshape({-1, d}).index_select(0, rows).unsqueeze(0);
-  return mlp_up_ ? ops::residual_mlp(xr, mr, mlp_weights()) : xr + mr;
+  return residual_mlp(xr, mr);
 }
 
 ops::MlpWeights BlockImpl::mlp_weights() const {
-  return {mlp_norm_->weight, mlp_norm_->bias,   mlp_norm_->options.eps(), mlp_up_->weight,
-          mlp_up_->bias,     mlp_down_->weight, mlp_down_->bias};
+  const ops::PreNorm norm = mlp_norm_->pre_norm();
+  return {norm.weight,   norm.bias,         norm.eps,       mlp_up_->weight,
+          mlp_up_->bias, mlp_down_->weight, mlp_down_->bias};
 }
 
 // Refuses a model whose parameters cannot fit before any is allocated. The count is a lower
@@ -246,6 +287,7 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
                               std::to_string(d_model_) + " (or give head_dim)");
   }
   mlp_ratio_ = options.integer("mlp_ratio", 4, {.min = 0});
+  block_shape_ = read_block_shape(options, mlp_ratio_ * d_model_);
   scale_embedding_ = options.boolean("scale_embedding", false);
   head_bias_ = options.boolean("head_bias", true);
   residual_positions_ = options.string("residual_positions", "none", {"none", "learned"});
@@ -271,12 +313,11 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
     if (layer.options && preset) set_defaults(*layer.options, preset->mixer(layer.mixer));
     Options& mixer_options = layer.options ? *layer.options : options;
     blocks_->push_back(
-        Block(make_mixer(layer.mixer, context, mixer_options), context, mlp_ratio_ * d_model_));
+        Block(make_mixer(layer.mixer, context, mixer_options), context, block_shape_));
     if (layer.options) layer.options->finish();
   }
-  final_norm_ = register_module(
-      "final_norm",
-      torch::nn::LayerNorm(torch::nn::LayerNormOptions(std::vector<int64_t>{d_model_})));
+  final_norm_ =
+      register_module("final_norm", Norm(d_model_, block_shape_.rms_norm, block_shape_.norm_eps));
   head_ = register_module(
       "head", torch::nn::Linear(torch::nn::LinearOptions(d_model_, classes_).bias(head_bias_)));
   init_linear(head_);
@@ -303,7 +344,7 @@ DecoderOutput DecoderImpl::forward(const torch::Tensor& tokens, const DecoderSta
     x = block.y;
     out.state.layers.push_back(std::move(block.state));
   }
-  out.logits = ops::linear(head_, layer_norm(final_norm_, x));
+  out.logits = ops::linear(head_, final_norm_->forward(x));
   out.state.mixers = mixer_names_;
   return out;
 }
@@ -313,7 +354,7 @@ torch::Tensor DecoderImpl::forward_rows(const torch::Tensor& tokens, const torch
   const size_t last = blocks_->size() - 1;
   for (size_t i = 0; i < last; ++i) x = blocks_->ptr<BlockImpl>(i)->forward(x, {}).y;
   x = blocks_->ptr<BlockImpl>(last)->forward_rows(x, rows);
-  return ops::linear(head_, layer_norm(final_norm_, x)).squeeze(0);
+  return ops::linear(head_, final_norm_->forward(x)).squeeze(0);
 }
 
 void DecoderImpl::check_state(const DecoderState& state, int64_t batch) {
@@ -398,7 +439,8 @@ std::vector<ModelPart> DecoderImpl::describe() const {
     parts.push_back(
         {"block " + std::to_string(i + 1), block.mixer().config().dump(), count_parameters(block)});
   }
-  parts.push_back({"final_norm", "layer norm", count_parameters(*final_norm_)});
+  parts.push_back({"final_norm", final_norm_->rms() ? "rms norm" : "layer norm",
+                   count_parameters(*final_norm_)});
   parts.push_back({"head", std::to_string(d_model_) + " x " + std::to_string(classes_),
                    count_parameters(*head_)});
   return parts;
@@ -420,6 +462,9 @@ nlohmann::json DecoderImpl::config() const {
   // Written only when not the default, so that the configs (and the resumes) of run folders
   // written before these options stay as they were.
   if (!head_bias_) config["head_bias"] = false;
+  if (block_shape_.swiglu) config["mlp"] = "swiglu";
+  if (block_shape_.rms_norm) config["norm"] = "rms";
+  if (block_shape_.norm_eps != kDefaultNormEps) config["norm_eps"] = block_shape_.norm_eps;
   if (max_length_ > 0) {
     config["residual_positions"] = residual_positions_;
     config["max_length"] = max_length_;

@@ -1,8 +1,11 @@
 #pragma once
 
-// The generic pre-LN decoder whose token mixer is swapped:
-//   embedding (optionally * sqrt(d_model)) -> N x [x + mixer(LN(x)); x + MLP(LN(x))]
-//   -> LN -> linear head over the task's classes.
+// The generic pre-norm decoder whose token mixer is swapped:
+//   embedding (optionally * sqrt(d_model)) -> N x [x + mixer(N(x)); x + MLP(N(x))]
+//   -> N -> linear head over the task's classes.
+// N is LayerNorm, or RMSNorm with `norm = "rms"`; the MLP is W_down gelu(W_up h) with biases, or
+// with `mlp = "swiglu"` W_down (silu(W_gate h) * W_up h) without (flash-linear-attention's and
+// LLaMA's block, which Grazzi et al. train).
 // Linear and embedding weights start from normal(0, 0.02); projections back into the
 // residual stream are scaled by 1/sqrt(2 * layers).
 
@@ -11,15 +14,38 @@
 #include <vector>
 
 #include "runtime/model/mixer.h"
+#include "runtime/ops/layer_norm/layer_norm.h"
 #include "runtime/ops/mlp_block/mlp_block.h"
 #include "runtime/task.h"
 
 namespace memscript {
 
+// A block's norms (and the final one): LayerNorm (weight and bias) or RMSNorm (weight alone,
+// x / sqrt(mean(x²) + eps) * w). Its parameters are named as torch::nn::LayerNorm's.
+class NormImpl : public torch::nn::Module {
+ public:
+  NormImpl(int64_t width, bool rms, double eps);
+  torch::Tensor forward(const torch::Tensor& x) const;
+  bool rms() const { return !bias_.defined(); }
+  ops::PreNorm pre_norm() const { return {weight_, bias_, eps_}; }
+
+ private:
+  torch::Tensor weight_, bias_;
+  double eps_;
+};
+TORCH_MODULE(Norm);
+
+// What a block is besides its mixer.
+struct BlockShape {
+  int64_t mlp_hidden = 0;  // 0: no MLP half (and no second norm): x + mixer(N(x))
+  bool rms_norm = false;
+  double norm_eps = 1e-5;
+  bool swiglu = false;
+};
+
 class BlockImpl : public torch::nn::Module {
  public:
-  // mlp_hidden 0: no MLP half (and no second norm): x + mixer(LN(x)).
-  BlockImpl(Mixer mixer, const MixerContext& context, int64_t mlp_hidden);
+  BlockImpl(Mixer mixer, const MixerContext& context, const BlockShape& shape);
   // x and the block's output: [batch, length, d_model].
   MixerOutput forward(const torch::Tensor& x, const MixerState& state);
   // The output at the flat positions `rows` of x only, [1, n, d_model], from no state: the mixer
@@ -29,11 +55,14 @@ class BlockImpl : public torch::nn::Module {
 
  private:
   MixerOutput mix(const torch::Tensor& x, const MixerState& state);
+  // x + m, then the MLP half with its residual.
+  torch::Tensor residual_mlp(const torch::Tensor& x, const torch::Tensor& m) const;
   ops::MlpWeights mlp_weights() const;
 
   Mixer mixer_;
-  torch::nn::LayerNorm mixer_norm_{nullptr};
-  torch::nn::LayerNorm mlp_norm_{nullptr};
+  Norm mixer_norm_{nullptr};
+  Norm mlp_norm_{nullptr};
+  torch::nn::Linear mlp_gate_{nullptr};  // swiglu only
   torch::nn::Linear mlp_up_{nullptr};
   torch::nn::Linear mlp_down_{nullptr};
 };
@@ -60,9 +89,10 @@ struct DecoderOutput {
 class DecoderImpl : public torch::nn::Module {
  public:
   // Reads the decoder's options (mixer, layers, d_model, heads, mlp_ratio (0: no MLP),
-  // scale_embedding, head_bias, residual_positions ("none" or "learned": a max_length x d_model
-  // table added to the embeddings), max_length, vocab, classes, seed) and each mixer's own
-  // options. `task`, if given, supplies vocab and classes.
+  // mlp ("gelu" or "swiglu"), norm ("layer" or "rms"), norm_eps, scale_embedding, head_bias,
+  // residual_positions ("none" or "learned": a max_length x d_model table added to the embeddings),
+  // max_length, vocab, classes, seed) and each mixer's own options. `task`, if given, supplies
+  // vocab and classes.
   DecoderImpl(Options& options, const Task* task, uint64_t default_seed);
 
   // tokens: int64 [batch, length] -> logits [batch, length, classes]
@@ -102,6 +132,7 @@ class DecoderImpl : public torch::nn::Module {
   int64_t d_model_;
   int64_t heads_;
   int64_t mlp_ratio_;
+  BlockShape block_shape_;
   bool scale_embedding_;
   bool head_bias_;
   std::string residual_positions_;
@@ -111,7 +142,7 @@ class DecoderImpl : public torch::nn::Module {
   torch::nn::Embedding embedding_{nullptr};
   torch::Tensor positions_;  // [max_length, d_model], or undefined
   torch::nn::ModuleList blocks_{nullptr};
-  torch::nn::LayerNorm final_norm_{nullptr};
+  Norm final_norm_{nullptr};
   torch::nn::Linear head_{nullptr};
 };
 TORCH_MODULE(Decoder);

@@ -44,8 +44,13 @@ std::vector<Variant> variants(const std::string& impl) {
   // positions run composed ops.
   out.push_back({"gpt", {{"positions", {std::string("alibi")}}}});
   out.push_back({"gpt", {{"positions", {std::string("relative")}}}});
-  // flash-linear-attention's DeltaNet layout: convolutions on q, k and v, the output norm.
-  out.push_back({"deltanet", {{"qkv_conv", {int64_t{4}}}, {"o_norm", {true}}}});
+  // flash-linear-attention's DeltaNet layout: convolutions on q, k and v, the output norm, in
+  // that library's RMSNorm + SwiGLU blocks.
+  out.push_back({"deltanet",
+                 {{"qkv_conv", {int64_t{4}}},
+                  {"o_norm", {true}},
+                  {"norm", {std::string("rms")}},
+                  {"mlp", {std::string("swiglu")}}}});
   for (Variant& v : out) v.options["impl"] = {impl};
   return out;
 }

@@ -52,6 +52,15 @@ std::vector<int64_t> parity_seeds(const std::string& mixer) {
   return {1};
 }
 
+// Saves `model` and loads it back: the same config and the same logits for `tokens`.
+void check_save_and_load(Decoder& model, const torch::Tensor& tokens) {
+  memscript::test::TempDir folder;
+  save_decoder(*model, folder.path() / "model.pt");
+  Decoder loaded = load_decoder(folder.path() / "model.pt");
+  CHECK(loaded->config() == model->config());
+  CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
+}
+
 struct LossDrop {
   double first = 0;  // mean loss over the first 20 steps
   double last = 0;   // ... and over the last 20
@@ -207,13 +216,8 @@ TEST_CASE("every mixer learns parity of length 8 within a thousand CPU steps") {
 TEST_CASE("every mixer survives save and load with identical outputs") {
   const std::string mixer = GENERATE(every_mixer());
   INFO(mixer);
-  memscript::test::TempDir folder;
   Decoder model = make_decoder(mixer);
-  const torch::Tensor tokens = random_tokens(2, 9, 11);
-  save_decoder(*model, folder.path() / "model.pt");
-  Decoder loaded = load_decoder(folder.path() / "model.pt");
-  CHECK(loaded->config() == model->config());
-  CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
+  check_save_and_load(model, random_tokens(2, 9, 11));
 }
 
 TEST_CASE("a model file whose weights do not fit its configuration is refused in one line") {
@@ -316,11 +320,71 @@ TEST_CASE("decoder options: no MLP, no head bias, learned positions in the resid
   const torch::Tensor table = model->named_parameters()["positions"];
   CHECK(table.grad().narrow(0, 0, 29).abs().sum().item<double>() > 0);
   CHECK(table.grad().narrow(0, 29, 11).abs().sum().item<double>() == 0);
-  memscript::test::TempDir folder;
-  save_decoder(*model, folder.path() / "model.pt");
-  Decoder loaded = load_decoder(folder.path() / "model.pt");
-  CHECK(loaded->config() == model->config());
-  CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
+  check_save_and_load(model, tokens);
+}
+
+TEST_CASE("decoder options: RMSNorm and SwiGLU blocks, as flash-linear-attention's models") {
+  const std::string mixer = GENERATE(every_mixer());
+  INFO(mixer);
+  const memscript::test::ExtraOptions fla = {
+      {"norm", {std::string("rms")}}, {"norm_eps", {1e-6}}, {"mlp", {std::string("swiglu")}}};
+  Decoder plain = make_decoder(mixer, 16, 2, 2);
+  Decoder model = make_decoder(mixer, 16, 2, 2, fla);
+  // Five norms without their biases (two a block and the final one); each MLP without its two
+  // biases and with a gate projection of 16 x 64.
+  const int64_t biases = 5 * 16 + 2 * (64 + 16);
+  CHECK(model->num_parameters() == plain->num_parameters() - biases + 2 * 16 * 64);
+  const nlohmann::json config = model->config();
+  CHECK(config["norm"] == "rms");
+  CHECK(config["mlp"] == "swiglu");
+  CHECK(config["norm_eps"] == 1e-6);
+  model->to(torch::kDouble);
+
+  // The final norm is x / sqrt(mean(x²) + eps) * w: with w = 1 a row of constant c comes out
+  // as c / sqrt(c² + 1e-6).
+  const Norm norm(3, true, 1e-6);
+  const torch::Tensor row = torch::full({1, 3}, 0.002);
+  CHECK(torch::allclose(norm->forward(row),
+                        torch::full({1, 3}, 0.002 / std::sqrt(0.002 * 0.002 + 1e-6))));
+
+  const torch::Tensor tokens = random_tokens(3, 21, 8);
+  const torch::Tensor whole = model->forward(tokens);
+  CHECK(torch::allclose(whole, memscript::test::chunked_logits(model, tokens, {7, 15, 21}), 1e-9,
+                        1e-9));
+  // The answer-only readout runs the last MLP on the scored rows alone.
+  torch::manual_seed(9);
+  const torch::Tensor targets = torch::randint(0, 3, {3, 21}, torch::kInt64);
+  const torch::Tensor sparse = torch::rand({3, 21}) < 0.3;
+  const ScoredLogits rows = scored_logits(*model, tokens, targets, sparse);
+  REQUIRE(rows.rows.defined());
+  CHECK(torch::allclose(rows.logits.squeeze(0), whole.index({sparse}), 1e-12, 1e-12));
+
+  masked_cross_entropy(model->forward(tokens), targets, torch::ones({3, 21}, torch::kBool))
+      .backward();
+  for (const auto& item : model->named_parameters()) {
+    INFO(item.key());
+    REQUIRE(item.value().grad().defined());
+    CHECK(item.value().grad().abs().sum().item<double>() > 0);
+  }
+  check_save_and_load(model, tokens);
+}
+
+TEST_CASE("decoder options norm, norm_eps and mlp refuse a wrong value in one line") {
+  using Catch::Matchers::Contains;
+  const auto build = [](const std::string& key, OptionValue value) {
+    memscript::test::ExtraOptions extra = {{key, value}};
+    if (key == "mlp") extra["mlp_ratio"] = {int64_t{0}};
+    return make_decoder("lstm", 16, 2, 2, extra);
+  };
+  CHECK_THROWS_WITH(build("norm", {std::string("batch")}),
+                    Contains("norm") && Contains("batch") && Contains("layer, rms"));
+  CHECK_THROWS_WITH(build("norm", {true}), Contains("norm"));
+  CHECK_THROWS_WITH(build("norm_eps", {0.0}), Contains("norm_eps") && Contains("above 0"));
+  CHECK_THROWS_WITH(build("norm_eps", {-1.0}), Contains("norm_eps"));
+  CHECK_THROWS_WITH(build("mlp", {std::string("swiglu")}),
+                    Contains("mlp") && Contains("mlp_ratio = 0"));
+  CHECK_THROWS_WITH(make_decoder("lstm", 16, 2, 2, {{"mlp", {std::string("relu")}}}),
+                    Contains("mlp") && Contains("relu") && Contains("gelu, swiglu"));
 }
 
 TEST_CASE("the decoder's defaults leave its config as before the study's options existed") {
@@ -328,6 +392,9 @@ TEST_CASE("the decoder's defaults leave its config as before the study's options
   CHECK_FALSE(config.contains("head_bias"));
   CHECK_FALSE(config.contains("residual_positions"));
   CHECK_FALSE(config.contains("max_length"));
+  CHECK_FALSE(config.contains("norm"));
+  CHECK_FALSE(config.contains("norm_eps"));
+  CHECK_FALSE(config.contains("mlp"));
   CHECK(config["mlp_ratio"] == 4);
 }
 
