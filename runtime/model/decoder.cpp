@@ -155,9 +155,10 @@ NormImpl::NormImpl(int64_t width, bool rms, double eps) : eps_(eps) {
 
 // LayerNorm as one autograd node (ops/layer_norm), whose parameter gradients are the same bits
 // with --threads 1 and --threads 2 (libtorch's own CPU layer_norm backward sums them per thread,
-// which changes them around 1e-8 with the count); RMSNorm from composed ops.
+// which changes them around 1e-8 with the count); RMSNorm from composed ops, whose gradients
+// libtorch gives the same bits at any thread count (a CLI test checks both).
 torch::Tensor NormImpl::forward(const torch::Tensor& x) const {
-  return rms() ? ops::rms_norm(x, weight_, eps_) : ops::layer_norm(x, weight_, bias_, eps_);
+  return ops::pre_norm(x, pre_norm());
 }
 
 BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, const BlockShape& shape)
@@ -187,7 +188,6 @@ MixerOutput BlockImpl::forward(const torch::Tensor& x, const MixerState& state) 
 }
 
 MixerOutput BlockImpl::mix(const torch::Tensor& x, const MixerState& state) {
-  if (mixer_norm_->rms()) return mixer_->forward(mixer_norm_->forward(x), state);
   return mixer_->forward_normed(x, mixer_norm_->pre_norm(), state);
 }
 

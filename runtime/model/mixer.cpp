@@ -85,7 +85,7 @@ std::vector<std::string> mixer_names_where(bool (*wanted)(const MixerEntry&)) {
 
 MixerOutput MixerImpl::forward_normed(const torch::Tensor& x, const ops::PreNorm& norm,
                                       const MixerState& state) {
-  return forward(ops::layer_norm(x, norm.weight, norm.bias, norm.eps), state);
+  return forward(ops::pre_norm(x, norm), state);
 }
 
 Mixer make_mixer(const std::string& name, const MixerContext& context, Options& options) {

@@ -41,8 +41,9 @@ class MixerImpl : public torch::nn::Module {
  public:
   // x: [batch, length, d_model]; state: what the previous chunk returned, or {}.
   virtual MixerOutput forward(const torch::Tensor& x, const MixerState& state) = 0;
-  // forward(LN(x), state) with the decoder block's pre-norm `norm`. A mixer that can fuse the
-  // norm into its own kernel overrides it; the result is the same function of x either way.
+  // forward(N(x), state) with the decoder block's pre-norm N, `norm` (LayerNorm or RMSNorm). A
+  // mixer that can fuse the norm into its own kernel overrides it; the result is the same
+  // function of x either way.
   virtual MixerOutput forward_normed(const torch::Tensor& x, const ops::PreNorm& norm,
                                      const MixerState& state);
   // The options as resolved, for the run folder and describe().

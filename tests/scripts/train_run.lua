@@ -4,7 +4,8 @@
 local parity = ms.task.parity{ ones = { min = 1, max = 6 } }
 local model = ms.model.decoder{
   mixer = ms.param("mixer", "lstm"), layers = 1, d_model = ms.param("d_model", 8),
-  heads = ms.param("heads", 1), task = parity,
+  heads = ms.param("heads", 1), norm = ms.param("norm", "layer"), mlp = ms.param("mlp", "gelu"),
+  task = parity,
 }
 local marker_at, slow = ms.param("marker_at", 0), ms.param("slow", 0.0)
 

@@ -176,8 +176,7 @@ bool runs_on_kernels(const torch::Tensor& x, const PreNorm& norm, const GatedPro
 // The block from its parts, where the kernel does not take the tensors.
 GatedBlockResult composed(GatedCellKind kind, const torch::Tensor& x, const PreNorm& norm,
                           const GatedProjections& p, const torch::Tensor& initial, bool negative) {
-  const torch::Tensor pre =
-      linear(layer_norm(x, norm.weight, norm.bias, norm.eps), p.in_weight, p.in_bias);
+  const torch::Tensor pre = linear(pre_norm(x, norm), p.in_weight, p.in_bias);
   const GatedScanResult cell = kind == GatedCellKind::qlstm
                                    ? qlstm_cell(pre, p.forget_bias, initial, negative)
                                    : mingru_cell(pre, initial, negative);

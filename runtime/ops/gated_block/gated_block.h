@@ -20,11 +20,11 @@ struct GatedBlockResult {
   torch::Tensor last;  // [batch, hidden]: the cell state after the last step
 };
 
-// y = W_out cell(W_in LN(x) + b_in) + b_out with qLSTM's cell (pre-activation slots f, i, z,
+// y = W_out cell(W_in N(x) + b_in) + b_out with qLSTM's cell (pre-activation slots f, i, z,
 // o) from c0 [batch, hidden] (undefined: zeros), as one autograd node through
-// kernels/gated_block/gated_block.h where that kernel takes the tensors (CPU float32 and float64,
-// widths up to kernels::kGatedBlockMaxWidth), and otherwise composed from ops::layer_norm,
-// ops::linear and ops::qlstm_cell, which compute the same function.
+// kernels/gated_block/gated_block.h where that kernel takes the tensors (a LayerNorm N, CPU
+// float32 and float64, widths up to kernels::kGatedBlockMaxWidth), and otherwise composed from
+// ops::pre_norm, ops::linear and ops::qlstm_cell, which compute the same function.
 GatedBlockResult qlstm_block(const torch::Tensor& x, const PreNorm& norm,
                              const GatedProjections& projections, const torch::Tensor& c0,
                              bool negative_eigenvalues);

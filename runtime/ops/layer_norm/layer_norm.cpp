@@ -93,4 +93,9 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
   return weight.defined() ? normalised * weight : normalised;
 }
 
+torch::Tensor pre_norm(const torch::Tensor& x, const PreNorm& norm) {
+  if (!norm.bias.defined()) return rms_norm(x, norm.weight, norm.eps);
+  return layer_norm(x, norm.weight, norm.bias, norm.eps);
+}
+
 }  // namespace memscript::ops

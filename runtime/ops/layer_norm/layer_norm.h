@@ -4,8 +4,9 @@
 
 namespace memscript::ops {
 
-// A layer norm's parameters, as torch::nn::LayerNorm holds them: what a decoder block hands its
-// mixer when the mixer applies the block's pre-norm itself (kernels/gated_block/gated_block.h).
+// A decoder block's pre-norm, its parameters as torch::nn::LayerNorm holds them: what the block
+// hands its mixer when the mixer applies the norm itself (kernels/gated_block/gated_block.h).
+// A LayerNorm, or an RMSNorm where `bias` is undefined.
 struct PreNorm {
   torch::Tensor weight;
   torch::Tensor bias;
@@ -27,5 +28,8 @@ torch::Tensor layer_norm_reference(const torch::Tensor& x, const torch::Tensor& 
 // composed libtorch ops (no kernel: it is never on the hot path alone). Serves the per-head
 // read-out of retnet and gla, deltanet's o_norm, hgrn2's norm and the script's ctx:rms_norm.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// `norm` applied to x: layer_norm, or rms_norm where norm.bias is undefined.
+torch::Tensor pre_norm(const torch::Tensor& x, const PreNorm& norm);
 
 }  // namespace memscript::ops
