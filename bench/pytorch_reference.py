@@ -450,8 +450,8 @@ class Decoder(nn.Module):
         if config.get("residual_positions", "none") == "learned":
             self.positions = nn.Parameter(torch.randn(config["max_length"], d_model) * 0.02)
         self.blocks = nn.ModuleList(
-            Block(d_model, config["mlp_ratio"] * d_model, MIXERS[layer["mixer"]](d_model, layer),
-                  config)
+            Block(d_model, config.get("mlp_hidden", config.get("mlp_ratio", 0) * d_model),
+                  MIXERS[layer["mixer"]](d_model, layer), config)
             for layer in config["layers"])
         self.final_norm = norm(d_model, config)
         self.head = linear(d_model, config["classes"], bias=config.get("head_bias", True))

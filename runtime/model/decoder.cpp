@@ -226,7 +226,8 @@ void DecoderImpl::check_parameters_fit(Options& options, int64_t layers) const {
   const double d = static_cast<double>(d_model_);
   const double embedding = static_cast<double>(vocab_) * d;
   const double head = static_cast<double>(classes_) * d;
-  const double block = (2.0 * static_cast<double>(mlp_ratio_) + 1.0) * d * d;
+  const double hidden = static_cast<double>(block_shape_.mlp_hidden);
+  const double block = (2.0 * hidden + d) * d;
   const double positions = static_cast<double>(max_length_) * d;
   const double bytes = 4.0 * (embedding + positions + head + static_cast<double>(layers) * block);
   try {
@@ -241,8 +242,9 @@ void DecoderImpl::check_parameters_fit(Options& options, int64_t layers) const {
       key = classes_ > d_model_ ? "classes" : "d_model";
       value = classes_ > d_model_ ? classes_ : d_model_;
     } else if (layers <= d_model_) {
-      key = static_cast<double>(mlp_ratio_) > d ? "mlp_ratio" : "d_model";
-      value = static_cast<double>(mlp_ratio_) > d ? mlp_ratio_ : d_model_;
+      key = hidden > d * d ? (mlp_hidden_given_ ? "mlp_hidden" : "mlp_ratio") : "d_model";
+      value =
+          hidden > d * d ? (mlp_hidden_given_ ? block_shape_.mlp_hidden : mlp_ratio_) : d_model_;
     }
     options.fail(key, "= " + std::to_string(value) + ": " + error.what());
   }
@@ -273,6 +275,7 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
                                 task->name() + " (" + std::to_string(task_classes) + " classes)");
   }
   const std::vector<LayerPlan> plan = plan_layers(options);
+  const bool ratio_given = options.has("mlp_ratio");  // by the user, not by a preset
   const std::optional<Preset> preset = read_preset(options, plan);
   if (preset) {
     set_defaults(options, preset->decoder);
@@ -287,7 +290,16 @@ DecoderImpl::DecoderImpl(Options& options, const Task* task, uint64_t default_se
                               std::to_string(d_model_) + " (or give head_dim)");
   }
   mlp_ratio_ = options.integer("mlp_ratio", 4, {.min = 0});
-  block_shape_ = read_block_shape(options, mlp_ratio_ * d_model_);
+  int64_t mlp_hidden = mlp_ratio_ * d_model_;
+  if (const auto hidden = options.optional_integer("mlp_hidden", {.min = 1, .max = 1 << 24})) {
+    if (ratio_given) {
+      options.fail("mlp_hidden",
+                   "= " + std::to_string(*hidden) + " is given beside mlp_ratio; give one of them");
+    }
+    mlp_hidden = *hidden;
+    mlp_hidden_given_ = true;
+  }
+  block_shape_ = read_block_shape(options, mlp_hidden);
   scale_embedding_ = options.boolean("scale_embedding", false);
   head_bias_ = options.boolean("head_bias", true);
   residual_positions_ = options.string("residual_positions", "none", {"none", "learned"});
@@ -461,6 +473,10 @@ nlohmann::json DecoderImpl::config() const {
                            {"parameters", num_parameters()}};
   // Written only when not the default, so that the configs (and the resumes) of run folders
   // written before these options stay as they were.
+  if (mlp_hidden_given_) {  // in place of mlp_ratio, which it overrides
+    config.erase("mlp_ratio");
+    config["mlp_hidden"] = block_shape_.mlp_hidden;
+  }
   if (!head_bias_) config["head_bias"] = false;
   if (block_shape_.swiglu) config["mlp"] = "swiglu";
   if (block_shape_.rms_norm) config["norm"] = "rms";

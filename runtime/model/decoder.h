@@ -88,11 +88,11 @@ struct DecoderOutput {
 
 class DecoderImpl : public torch::nn::Module {
  public:
-  // Reads the decoder's options (mixer, layers, d_model, heads, mlp_ratio (0: no MLP),
-  // mlp ("gelu" or "swiglu"), norm ("layer" or "rms"), norm_eps, scale_embedding, head_bias,
-  // residual_positions ("none" or "learned": a max_length x d_model table added to the embeddings),
-  // max_length, vocab, classes, seed) and each mixer's own options. `task`, if given, supplies
-  // vocab and classes.
+  // Reads the decoder's options (mixer, layers, d_model, heads, mlp_ratio (0: no MLP) or
+  // mlp_hidden (the MLP's hidden width, in its place), mlp ("gelu" or "swiglu"), norm ("layer" or
+  // "rms"), norm_eps, scale_embedding, head_bias, residual_positions ("none" or "learned": a
+  // max_length x d_model table added to the embeddings), max_length, vocab, classes, seed) and each
+  // mixer's own options. `task`, if given, supplies vocab and classes.
   DecoderImpl(Options& options, const Task* task, uint64_t default_seed);
 
   // tokens: int64 [batch, length] -> logits [batch, length, classes]
@@ -132,6 +132,7 @@ class DecoderImpl : public torch::nn::Module {
   int64_t d_model_;
   int64_t heads_;
   int64_t mlp_ratio_;
+  bool mlp_hidden_given_ = false;  // the MLP's width given as mlp_hidden, not mlp_ratio
   BlockShape block_shape_;
   bool scale_embedding_;
   bool head_bias_;

@@ -387,6 +387,47 @@ TEST_CASE("decoder options norm, norm_eps and mlp refuse a wrong value in one li
                     Contains("mlp") && Contains("relu") && Contains("gelu, swiglu"));
 }
 
+// MAD's SwiGLU is int(2 · 4 · d / 3) rounded up to a multiple of 16 wide, 352 at d_model 128:
+// no integer mlp_ratio gives it.
+TEST_CASE("decoder option mlp_hidden sets the MLP's width in place of mlp_ratio") {
+  const std::string mlp = GENERATE(std::string("gelu"), std::string("swiglu"));
+  INFO(mlp);
+  const bool swiglu = mlp == "swiglu";
+  Decoder plain = make_decoder("gpt", 16, 2, 2, {{"mlp_ratio", {int64_t{0}}}});
+  Decoder model = make_decoder("gpt", 16, 2, 2, {{"mlp", {mlp}}, {"mlp_hidden", {int64_t{22}}}});
+  // Each of two blocks: its MLP's projections (one more for SwiGLU's gate; biases for GELU's)
+  // and the MLP's norm.
+  const int64_t mlp_half = (swiglu ? 3 : 2) * 16 * 22 + (swiglu ? 0 : 22 + 16) + 2 * 16;
+  CHECK(model->num_parameters() == plain->num_parameters() + 2 * mlp_half);
+  const nlohmann::json config = model->config();
+  CHECK(config["mlp_hidden"] == 22);
+  CHECK_FALSE(config.contains("mlp_ratio"));
+  model->to(torch::kDouble);
+  const torch::Tensor tokens = random_tokens(2, 13, 4);
+  CHECK(torch::allclose(model->forward(tokens),
+                        memscript::test::chunked_logits(model, tokens, {5, 13}), 1e-9, 1e-9));
+  check_save_and_load(model, tokens);
+}
+
+TEST_CASE("decoder option mlp_hidden refuses a bad value and mlp_ratio beside it") {
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(make_decoder("lstm", 16, 2, 2, {{"mlp_hidden", {int64_t{0}}}}),
+                    Contains("mlp_hidden") && Contains("0"));
+  CHECK_THROWS_WITH(make_decoder("lstm", 16, 2, 2, {{"mlp_hidden", {std::string("wide")}}}),
+                    Contains("mlp_hidden"));
+  CHECK_THROWS_WITH(
+      make_decoder("lstm", 16, 2, 2, {{"mlp_hidden", {int64_t{8}}}, {"mlp_ratio", {int64_t{2}}}}),
+      Contains("'mlp_hidden' = 8 is given beside mlp_ratio"));
+  // A preset's mlp_ratio is a default, which mlp_hidden replaces.
+  Options options("test decoder");
+  options.set("mixer", {std::string("lstm")});
+  options.set("preset", {std::string("seed-mini")});
+  options.set("mlp_hidden", {int64_t{6}});
+  options.set("vocab", {int64_t{4}});
+  options.set("classes", {int64_t{3}});
+  CHECK(DecoderImpl(options, nullptr, 1).config()["mlp_hidden"] == 6);
+}
+
 TEST_CASE("the decoder's defaults leave its config as before the study's options existed") {
   const nlohmann::json config = make_decoder("lstm")->config();
   CHECK_FALSE(config.contains("head_bias"));
@@ -395,6 +436,7 @@ TEST_CASE("the decoder's defaults leave its config as before the study's options
   CHECK_FALSE(config.contains("norm"));
   CHECK_FALSE(config.contains("norm_eps"));
   CHECK_FALSE(config.contains("mlp"));
+  CHECK_FALSE(config.contains("mlp_hidden"));
   CHECK(config["mlp_ratio"] == 4);
 }
 
