@@ -11,8 +11,9 @@
 -- accuracy; a task's score is the mean over its settings. Training: AdamW, cosine decay to
 -- 1e-6 over 200 epochs of a fixed training set (12,800 sequences at baseline), batch 128,
 -- stopped once test accuracy reaches 0.999; the test set is 1,280 fresh sequences. Models: 4
--- layers of width 128 = 2 blocks of mixer + MLP. Compression is left out: MAD decodes it from
--- one embedding with an MLP, which a causal per-position decoder cannot do (README.md).
+-- layers of width 128 = 2 blocks of mixer + MLP, MAD's RMSNorm and SwiGLU. Compression is left
+-- out: MAD decodes it from one embedding with an MLP, which a causal per-position decoder cannot
+-- do (README.md).
 --
 -- Seeds: the lr × weight-decay grid on seed 41 (MAD runs one seed), then each setting's best
 -- lr / weight decay again on seeds 42 and 43 (sweep mad-seeds). Unsharded, one invocation does
@@ -22,7 +23,7 @@
 --   build/memscript --set settings=baseline experiments/mad/mad.lua  one setting per task
 --   build/memscript --set quick=true experiments/mad/mad.lua         smoke run, ~5 s
 -- Other knobs: --set epochs=200, mixers=gpt,deltanet,mamba (also gla, gated_deltanet, retnet),
--- tasks=<comma list>, lrs=1e-4,5e-4,1e-3, wds=0,0.1, phase=all|grid|seeds.
+-- tasks=<comma list>, lrs=1e-4,5e-4,1e-3, wds=0,0.1, phase=all|grid|seeds, blocks=mad|memscript.
 local quick = ms.param("quick", false)
 local phase = ms.param("phase", "all", { "all", "grid", "seeds" })
 local epochs = ms.param("epochs", 200)
@@ -177,11 +178,20 @@ local layer_of = {
   gla = { mixer = "gla", key_dim = 16 },
   retnet = { mixer = "retnet" },
 }
+-- The blocks around the mixers: MAD's (language_model.py, layers/mlp.py): RMSNorm (eps 1e-5)
+-- and a SwiGLU MLP without biases, int(2 · 4 · 128 / 3) rounded up to a multiple of 16 = 352
+-- wide; or memscript's default LayerNorm and GELU MLP of 4 × 128, which the first runs used.
+local blocks = ms.param("blocks", "mad", { "mad", "memscript" })
+local block_options = {
+  mad = { norm = "rms", norm_eps = 1e-5, mlp = "swiglu", mlp_hidden = 352 },
+  memscript = { mlp_ratio = 4 },
+}
 local function build(mixer, task, seed)
   local layer = layer_of[mixer]
-  return ms.model.decoder{ layers = { layer, layer }, d_model = 128,
-                           heads = mixer == "gpt" and 16 or 8, mlp_ratio = 4, task = task,
-                           seed = seed }
+  local options = { layers = { layer, layer }, d_model = 128, heads = mixer == "gpt" and 16 or 8,
+                    task = task, seed = seed }
+  for k, v in pairs(block_options[blocks]) do options[k] = v end
+  return ms.model.decoder(options)
 end
 
 local function data_seed(name)

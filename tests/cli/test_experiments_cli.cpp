@@ -381,9 +381,14 @@ TEST_CASE("experiment mad runs end to end in its quick variant, with the paper's
   // Every cell holds memscript's number: no task is missing.
   CHECK(table.find("| – |") == std::string::npos);
   // Each run writes its test scores (MAD's test targets) before it completes.
-  CHECK_THAT(read_file(sweep / "setting=selective_copying.base,mixer=gpt,lr=0.001,weight_decay=0,"
-                               "seed=41/mad_test.csv"),
-             Contains("best_recall"));
+  const fs::path run = sweep /
+                       "setting=selective_copying.base,mixer=gpt,lr=0.001,weight_decay=0,"
+                       "seed=41";
+  CHECK_THAT(read_file(run / "mad_test.csv"), Contains("best_recall"));
+  // MAD's blocks: RMSNorm and a SwiGLU MLP 352 wide.
+  CHECK_THAT(read_file(run / "config.json"),
+             Contains("\"mlp\": \"swiglu\"") && Contains("\"mlp_hidden\": 352") &&
+                 Contains("\"norm\": \"rms\"") && !Contains("mlp_ratio"));
 }
 
 TEST_CASE("experiment mad runs the settings named in --set settings=, and refuses unknown ones") {
