@@ -241,10 +241,15 @@ void DecoderImpl::check_parameters_fit(Options& options, int64_t layers) const {
     } else if (head >= static_cast<double>(layers) * block) {
       key = classes_ > d_model_ ? "classes" : "d_model";
       value = classes_ > d_model_ ? classes_ : d_model_;
+    } else if (layers <= d_model_ && hidden > d * d && mlp_hidden_given_) {
+      key = "mlp_hidden";
+      value = block_shape_.mlp_hidden;
+    } else if (layers <= d_model_ && hidden > d * d) {
+      key = "mlp_ratio";
+      value = mlp_ratio_;
     } else if (layers <= d_model_) {
-      key = hidden > d * d ? (mlp_hidden_given_ ? "mlp_hidden" : "mlp_ratio") : "d_model";
-      value =
-          hidden > d * d ? (mlp_hidden_given_ ? block_shape_.mlp_hidden : mlp_ratio_) : d_model_;
+      key = "d_model";
+      value = d_model_;
     }
     options.fail(key, "= " + std::to_string(value) + ": " + error.what());
   }

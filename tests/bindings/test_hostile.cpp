@@ -127,6 +127,12 @@ TEST_CASE("impossible sizes are refused before anything is allocated, naming the
        "option 'd_model' = 10000000: the model's parameters would need at least"},
       {"ms.model.decoder{ mixer = 'lstm', d_model = 8, heads = 1, vocab = 1e12, classes = 2 }",
        "option 'vocab' = 1000000000000: the model's parameters would need at least"},
+      {"ms.model.decoder{ mixer = 'lstm', d_model = 2048, vocab = 4, classes = 2, mlp_hidden = "
+       "1 << 24 }",
+       "option 'mlp_hidden' = 16777216: the model's parameters would need at least"},
+      {"ms.model.decoder{ mixer = 'lstm', d_model = 2048, vocab = 4, classes = 2, mlp_ratio = "
+       "100000 }",
+       "option 'mlp_ratio' = 100000: the model's parameters would need at least"},
       {"ms.task.parity{ p_one = 0.5 }:sample{ batch = 1e9, length = 32 }",
        "parity: a batch of 1000000000 sequences of length 32 would need at least"},
       {"local t = ms.task.parity{ p_one = 0.5 } local m = " + decoder("lstm") +
