@@ -23,7 +23,8 @@
 --   build/memscript --set settings=baseline experiments/mad/mad.lua  one setting per task
 --   build/memscript --set quick=true experiments/mad/mad.lua         smoke run, ~5 s
 -- Other knobs: --set epochs=200, mixers=gpt,deltanet,mamba (also gla, gated_deltanet, retnet),
--- tasks=<comma list>, lrs=1e-4,5e-4,1e-3, wds=0,0.1, phase=all|grid|seeds, blocks=mad|memscript.
+-- tasks=<comma list>, lrs=1e-4,5e-4,1e-3, wds=0,0.1, phase=all|grid|seeds,
+-- blocks=mad|memscript|rmsnorm-gelu|layernorm-swiglu.
 local quick = ms.param("quick", false)
 local phase = ms.param("phase", "all", { "all", "grid", "seeds" })
 local epochs = ms.param("epochs", 200)
@@ -181,10 +182,15 @@ local layer_of = {
 -- The blocks around the mixers: MAD's (language_model.py, layers/mlp.py): RMSNorm (eps 1e-5)
 -- and a SwiGLU MLP without biases, int(2 · 4 · 128 / 3) rounded up to a multiple of 16 = 352
 -- wide; or memscript's default LayerNorm and GELU MLP of 4 × 128, which the first runs used.
-local blocks = ms.param("blocks", "mad", { "mad", "memscript" })
+-- The two crossings tell which half of the block moves a result: MAD's norm in memscript's
+-- MLP (rmsnorm-gelu) and memscript's norm around MAD's MLP (layernorm-swiglu).
+local blocks = ms.param("blocks", "mad",
+                        { "mad", "memscript", "rmsnorm-gelu", "layernorm-swiglu" })
 local block_options = {
   mad = { norm = "rms", norm_eps = 1e-5, mlp = "swiglu", mlp_hidden = 352 },
   memscript = { mlp_ratio = 4 },
+  ["rmsnorm-gelu"] = { norm = "rms", norm_eps = 1e-5, mlp_ratio = 4 },
+  ["layernorm-swiglu"] = { mlp = "swiglu", mlp_hidden = 352 },
 }
 local function build(mixer, task, seed)
   local layer = layer_of[mixer]

@@ -391,6 +391,27 @@ TEST_CASE("experiment mad runs end to end in its quick variant, with the paper's
                  Contains("\"norm\": \"rms\"") && !Contains("mlp_ratio"));
 }
 
+TEST_CASE("experiment mad builds the two crossings of MAD's blocks with memscript's") {
+  for (const auto& [blocks, norm, mlp] :
+       {std::tuple{"rmsnorm-gelu", true, false}, std::tuple{"layernorm-swiglu", false, true}}) {
+    INFO(blocks);
+    TempDir cwd;
+    const auto r =
+        run_experiment("mad/mad.lua", {"--quiet"},
+                       {"quick=true", "tasks=memorization", std::string("blocks=") + blocks}, cwd);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    const std::string config =
+        read_file(cwd.path() /
+                  "out/mad/setting=memorization.base,mixer=gpt,lr=0.001,weight_decay=0,seed=41/"
+                  "config.json");
+    CHECK(Contains("\"norm\": \"rms\"").match(config) == norm);
+    CHECK(Contains("\"mlp\": \"swiglu\"").match(config) == mlp);
+    CHECK(Contains("\"mlp_hidden\": 352").match(config) == mlp);
+    CHECK(Contains("\"mlp_ratio\": 4").match(config) == !mlp);
+  }
+}
+
 TEST_CASE("experiment mad runs the settings named in --set settings=, and refuses unknown ones") {
   TempDir cwd;
   const auto dry_run = [&](const std::vector<std::string>& sets) {
