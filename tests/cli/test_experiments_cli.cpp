@@ -397,8 +397,7 @@ TEST_CASE("experiment mad builds the two crossings of MAD's blocks with memscrip
     INFO(blocks);
     TempDir cwd;
     const auto r =
-        run_experiment("mad/mad.lua", {"--quiet"},
-                       {"quick=true", "tasks=memorization", std::string("blocks=") + blocks}, cwd);
+        run_quick_with("mad/mad.lua", {"tasks=memorization", std::string("blocks=") + blocks}, cwd);
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
     const std::string config =
