@@ -21,6 +21,12 @@ torch::nn::Linear register_input_projection(torch::nn::Module& owner, const std:
   return projection;
 }
 
+void init_xavier_uniform(torch::nn::Linear& projection, double gain) {
+  torch::NoGradGuard no_grad;
+  torch::nn::init::xavier_uniform_(projection->weight, gain);
+  if (projection->bias.defined()) projection->bias.zero_();
+}
+
 torch::nn::Linear register_output_projection(torch::nn::Module& owner, const HeadShape& shape,
                                              const MixerContext& context) {
   torch::nn::Linear projection = owner.register_module(

@@ -24,6 +24,10 @@ HeadShape read_head_shape(const MixerContext& context, Options& options);
 torch::nn::Linear register_input_projection(torch::nn::Module& owner, const std::string& name,
                                             int64_t in, int64_t out, bool bias);
 
+// Redraws a projection's weight Xavier-uniform, ±gain·sqrt(6 / (in + out)), and zeroes its bias:
+// flash-linear-attention's layer init (gain 2^−2.5 there), in place of normal(0, 0.02).
+void init_xavier_uniform(torch::nn::Linear& projection, double gain);
+
 // The projection from the heads back into the residual stream, scaled for depth.
 torch::nn::Linear register_output_projection(torch::nn::Module& owner, const HeadShape& shape,
                                              const MixerContext& context);

@@ -196,7 +196,7 @@ TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs its short-conv 
   const auto r = run_quick_with(
       "grazzi-table3/arithmetic-budget.lua",
       {"models=deltanet-neg-conv,deltanet-conv,deltanet-neg-fla,deltanet-neg-fla-qkv,"
-       "deltanet-neg-fla-blocks"},
+       "deltanet-neg-fla-blocks,deltanet-neg-fla-xavier"},
       cwd);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
@@ -217,20 +217,25 @@ TEST_CASE("experiment grazzi-table3's arithmetic-budget.lua runs its short-conv 
                  !Contains("swiglu"));
   CHECK_THAT(read_file(sweep / "model=deltanet-neg-fla-blocks,seed=41/config.json"),
              Contains("\"qkv_conv\": 4") && Contains("\"mlp\": \"swiglu\"") &&
-                 Contains("\"norm\": \"rms\"") && Contains("\"norm_eps\": 1e-06"));
+                 Contains("\"norm\": \"rms\"") && Contains("\"norm_eps\": 1e-06") &&
+                 !Contains("xavier_gain"));
+  CHECK_THAT(read_file(sweep / "model=deltanet-neg-fla-xavier,seed=41/config.json"),
+             Contains("\"qkv_conv\": 4") && Contains("\"mlp\": \"swiglu\"") &&
+                 Contains("\"xavier_gain\": 0.17677669529663"));
   const std::string table = read_file(sweep / "report/table3.md");
   CHECK_THAT(table, Contains("| deltanet-neg-conv | 0.971 | ") &&
                         Contains("| deltanet-conv | 0.314 | ") &&
                         Contains("| deltanet-neg-fla | 0.971 | ") &&
                         Contains("| deltanet-neg-fla-qkv | 0.971 | ") &&
                         Contains("| deltanet-neg-fla-blocks | 0.971 | ") &&
+                        Contains("| deltanet-neg-fla-xavier | 0.971 | ") &&
                         Contains("| deltanet-neg-conv | 41 | "));
   const auto unknown = run_quick_with("grazzi-table3/arithmetic-budget.lua", {"models=conv"}, cwd);
   CHECK(unknown.exit_code == 2);
   CHECK_THAT(unknown.err, Contains("--set models=conv: expected a comma-separated list from: "
                                    "deltanet, deltanet-conv, deltanet-neg, deltanet-neg-conv, "
                                    "deltanet-neg-fla, deltanet-neg-fla-blocks, "
-                                   "deltanet-neg-fla-qkv, mamba-neg, "
+                                   "deltanet-neg-fla-qkv, deltanet-neg-fla-xavier, mamba-neg, "
                                    "transformer (item 1 is 'conv')"));
 }
 

@@ -217,3 +217,56 @@ TEST_CASE("qkv_conv and beta_bias are unwritten when off, and their values are c
   CHECK_THROWS_WITH(make_decoder("linear_attention", 16, 2, 2, {{"qkv_conv", {int64_t{4}}}}),
                     Catch::Matchers::Contains("qkv_conv"));
 }
+
+TEST_CASE("xavier_gain draws the layer's projections Xavier-uniform, as flash-linear-attention") {
+  const double gain = std::pow(2.0, -2.5);
+  // Uniform in ±bound: every weight inside, the largest near it, the spread bound / sqrt(3).
+  const auto check_xavier = [&](const torch::Tensor& weight, double tolerance) {
+    const double bound =
+        gain * std::sqrt(6.0 / static_cast<double>(weight.size(0) + weight.size(1)));
+    const double largest = weight.abs().max().item<double>();
+    CHECK(largest <= bound);
+    CHECK(largest > 0.95 * bound);
+    CHECK(weight.std().item<double>() == Approx(bound / std::sqrt(3.0)).epsilon(tolerance));
+  };
+  for (const char* mixer : {"deltanet", "gated_deltanet"}) {
+    INFO(mixer);
+    const Decoder model = make_decoder(mixer, 128, 4, 2, {{"xavier_gain", {gain}}});
+    auto parameters = model->named_parameters();
+    for (const char* layer : {"blocks.0.mixer.", "blocks.1.mixer."}) {
+      INFO(layer);
+      for (const char* name : {"query", "key", "value", "output"})
+        check_xavier(parameters[std::string(layer) + name + ".weight"], 0.03);
+      // β's 128 → 4 has 512 weights: a looser spread.
+      check_xavier(parameters[std::string(layer) + "beta.weight"], 0.12);
+      CHECK(parameters[std::string(layer) + "beta.bias"].abs().max().item<double>() == 0);
+      CHECK(parameters[std::string(layer) + "output.bias"].abs().max().item<double>() == 0);
+    }
+    if (std::string(mixer) == "gated_deltanet")
+      check_xavier(parameters["blocks.0.mixer.alpha.weight"], 0.12);
+    // The rest of the decoder keeps its init: the MLP's first projection at 0.02.
+    CHECK(parameters["blocks.0.mlp_up.weight"].std().item<double>() == Approx(0.02).epsilon(0.03));
+    CHECK(model->config()["layers"][0]["xavier_gain"] == gain);
+
+    // Without the option the projections stay normal(0, 0.02).
+    const Decoder plain = make_decoder(mixer, 128, 4, 2);
+    CHECK(plain->named_parameters()["blocks.0.mixer.query.weight"].std().item<double>() ==
+          Approx(0.02).epsilon(0.03));
+    CHECK_FALSE(plain->config()["layers"][0].contains("xavier_gain"));
+  }
+  // A saved model loads back with its option and its weights.
+  Decoder model = make_decoder("deltanet", 16, 2, 2, {{"xavier_gain", {gain}}});
+  memscript::test::TempDir folder;
+  save_decoder(*model, folder.path() / "model.pt");
+  Decoder loaded = load_decoder(folder.path() / "model.pt");
+  CHECK(loaded->config() == model->config());
+  const torch::Tensor tokens = random_tokens(2, 9, 4);
+  CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
+
+  CHECK_THROWS_WITH(make_decoder("deltanet", 16, 2, 2, {{"xavier_gain", {0.0}}}),
+                    Catch::Matchers::Contains("'xavier_gain' = 0 would zero every projection"));
+  CHECK_THROWS_WITH(make_decoder("deltanet", 16, 2, 2, {{"xavier_gain", {-1.0}}}),
+                    Catch::Matchers::Contains("'xavier_gain' must be in [0, 100], got -1"));
+  CHECK_THROWS_WITH(make_decoder("lstm", 16, 2, 2, {{"xavier_gain", {gain}}}),
+                    Catch::Matchers::Contains("xavier_gain"));
+}

@@ -19,6 +19,15 @@ int64_t read_qkv_conv(Options& options) {
   return options.integer("qkv_conv", 0, {.min = 2, .max = 64});
 }
 
+// xavier_gain, 0 when absent (the projections keep normal(0, 0.02)).
+double read_xavier_gain(Options& options) {
+  if (!options.has("xavier_gain")) return 0;
+  const double gain = options.number("xavier_gain", 0, 0, 100);
+  if (gain == 0)
+    options.fail("xavier_gain", "= 0 would zero every projection: give a gain above 0");
+  return gain;
+}
+
 }  // namespace
 
 DeltaNetMixerImpl::DeltaNetMixerImpl(const MixerContext& context, Options& options)
@@ -34,6 +43,7 @@ DeltaNetMixerImpl::DeltaNetMixerImpl(const std::string& name, const MixerContext
       o_norm_(options.boolean("o_norm", false)),
       qkv_conv_(read_qkv_conv(options)),
       beta_bias_(options.boolean("beta_bias", true)),
+      xavier_gain_(read_xavier_gain(options)),
       fused_(read_impl(options).fused) {
   qkv_ = QkvProjections(*this, context.d_model, shape_, qkv_bias_);
   const int64_t width = shape_.width();
@@ -48,6 +58,10 @@ DeltaNetMixerImpl::DeltaNetMixerImpl(const std::string& name, const MixerContext
   beta_ = register_input_projection(*this, "beta", context.d_model, shape_.heads, beta_bias_);
   if (o_norm_) output_norm_ = register_parameter("output_norm", torch::ones({shape_.head_dim}));
   output_ = register_output_projection(*this, shape_, context);
+  if (xavier_gain_ > 0) {
+    for (torch::nn::Linear* projection : {&qkv_.query, &qkv_.key, &qkv_.value, &beta_, &output_})
+      init_xavier_uniform(*projection, xavier_gain_);
+  }
 }
 
 torch::Tensor DeltaNetMixerImpl::write_strength(const torch::Tensor& x) {
@@ -105,6 +119,7 @@ nlohmann::json DeltaNetMixerImpl::config() const {
   if (o_norm_) config["o_norm"] = true;      // as qkv_bias: earlier runs' configs still match
   if (qkv_conv_ > 0) config["qkv_conv"] = qkv_conv_;
   if (!beta_bias_) config["beta_bias"] = false;
+  if (xavier_gain_ > 0) config["xavier_gain"] = xavier_gain_;
   return config;
 }
 

@@ -35,6 +35,11 @@
 //                         input); a layer takes one or the other. Default 0: none.
 //   beta_bias             a bias on β's projection (default true; flash-linear-attention's has
 //                         none).
+//   xavier_gain           g > 0: draw the layer's projections (q, k, v, β, the output and
+//                         gated_deltanet's α) Xavier-uniform with gain g, biases zero, in place
+//                         of normal(0, 0.02) and the output's 0.02 / sqrt(2 · layers): the init
+//                         of flash-linear-attention's layer, g = 2^−2.5 ≈ 0.177 there. Default:
+//                         absent.
 //
 // State: {S [batch, heads, head_dim (values), head_dim (keys)]}, then with qkv_conv the three
 // convolutions' windows {q, k, v: [batch, heads * head_dim, K − 1]}.
@@ -62,6 +67,7 @@ class DeltaNetMixerImpl : public MixerImpl {
   virtual torch::Tensor decay(const torch::Tensor& x);
 
   const HeadShape& shape() const { return shape_; }
+  double xavier_gain() const { return xavier_gain_; }
 
  private:
   // q, k, v [batch, heads, length, head_dim] from x; with qkv_conv through the convolutions,
@@ -77,6 +83,7 @@ class DeltaNetMixerImpl : public MixerImpl {
   bool o_norm_;
   int64_t qkv_conv_;
   bool beta_bias_;
+  double xavier_gain_;
   bool fused_;
   QkvProjections qkv_;
   std::vector<torch::nn::Conv1d> qkv_convs_;  // query, key, value; with qkv_conv

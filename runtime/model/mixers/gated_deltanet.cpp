@@ -22,6 +22,7 @@ GatedDeltaNetMixerImpl::GatedDeltaNetMixerImpl(const MixerContext& context, Opti
     : DeltaNetMixerImpl("gated_deltanet", context, options) {
   // dt_bias is the bias; the projection needs none of its own.
   alpha_ = register_input_projection(*this, "alpha", context.d_model, shape().heads, false);
+  if (xavier_gain() > 0) init_xavier_uniform(alpha_, xavier_gain());
   a_log_ = register_parameter("a_log", initial_a_log(shape().heads));
   dt_bias_ = register_parameter("dt_bias", initial_dt_bias(shape().heads));
 }
