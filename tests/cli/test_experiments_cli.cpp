@@ -396,7 +396,7 @@ TEST_CASE("experiment mad runs end to end in its quick variant, with the paper's
                  Contains("\"norm\": \"rms\"") && !Contains("mlp_ratio"));
 }
 
-TEST_CASE("experiment mad builds the two crossings of MAD's blocks with memscript's") {
+TEST_CASE("experiment mad builds the crossings of MAD's blocks with memscript's, at any MLP width") {
   for (const auto& [blocks, norm, mlp] :
        {std::tuple{"rmsnorm-gelu", true, false}, std::tuple{"layernorm-swiglu", false, true}}) {
     INFO(blocks);
@@ -414,6 +414,19 @@ TEST_CASE("experiment mad builds the two crossings of MAD's blocks with memscrip
     CHECK(Contains("\"mlp_hidden\": 352").match(config) == mlp);
     CHECK(Contains("\"mlp_ratio\": 4").match(config) == !mlp);
   }
+  // --set mlp_hidden= narrows or widens the blocks' MLP: GELU 352 wide, the width of MAD's.
+  TempDir cwd;
+  const auto r = run_quick_with("mad/mad.lua",
+                                {"tasks=memorization", "blocks=memscript", "mlp_hidden=352"}, cwd);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(
+      read_file(cwd.path() / "out/mad/setting=memorization.base,mixer=gpt,lr=0.001,weight_decay=0,"
+                             "seed=41/config.json"),
+      Contains("\"mlp_hidden\": 352") && !Contains("mlp_ratio") && !Contains("swiglu"));
+  const auto bad = run_quick_with("mad/mad.lua", {"mlp_hidden=-1"}, cwd);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Contains("--set mlp_hidden=-1: expected a whole number of units"));
 }
 
 TEST_CASE("experiment mad runs the settings named in --set settings=, and refuses unknown ones") {
