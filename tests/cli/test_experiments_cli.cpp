@@ -396,7 +396,7 @@ TEST_CASE("experiment mad runs end to end in its quick variant, with the paper's
                  Contains("\"norm\": \"rms\"") && !Contains("mlp_ratio"));
 }
 
-TEST_CASE("experiment mad builds the crossings of MAD's blocks with memscript's, at any MLP width") {
+TEST_CASE("experiment mad crosses MAD's blocks with memscript's, at any MLP width") {
   for (const auto& [blocks, norm, mlp] :
        {std::tuple{"rmsnorm-gelu", true, false}, std::tuple{"layernorm-swiglu", false, true}}) {
     INFO(blocks);
