@@ -51,10 +51,9 @@ local layers = {
   ["mamba-neg"] = { mixer = "mamba", negative_eigenvalues = true },
   ["transformer"] = { mixer = "gpt" },
 }
-local blocks = {
-  ["deltanet-neg-fla-blocks"] = { norm = "rms", norm_eps = 1e-6, mlp = "swiglu" },
-  ["deltanet-neg-fla-xavier"] = { norm = "rms", norm_eps = 1e-6, mlp = "swiglu" },
-}
+local fla_blocks = { norm = "rms", norm_eps = 1e-6, mlp = "swiglu" }
+local blocks = { ["deltanet-neg-fla-blocks"] = fla_blocks,
+                 ["deltanet-neg-fla-xavier"] = fla_blocks }
 local model_names = ms.param("models", { "deltanet-neg", "deltanet" }, ms.keys(layers))
 
 local sweep = ms.sweep{
