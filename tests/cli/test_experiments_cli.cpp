@@ -397,6 +397,8 @@ TEST_CASE("experiment mad runs end to end in its quick variant, with the paper's
 }
 
 TEST_CASE("experiment mad crosses MAD's blocks with memscript's, at any MLP width") {
+  const fs::path gpt_run =
+      "out/mad/setting=memorization.base,mixer=gpt,lr=0.001,weight_decay=0,seed=41";
   for (const auto& [blocks, norm, mlp] :
        {std::tuple{"rmsnorm-gelu", true, false}, std::tuple{"layernorm-swiglu", false, true}}) {
     INFO(blocks);
@@ -405,10 +407,7 @@ TEST_CASE("experiment mad crosses MAD's blocks with memscript's, at any MLP widt
         run_quick_with("mad/mad.lua", {"tasks=memorization", std::string("blocks=") + blocks}, cwd);
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    const std::string config =
-        read_file(cwd.path() /
-                  "out/mad/setting=memorization.base,mixer=gpt,lr=0.001,weight_decay=0,seed=41/"
-                  "config.json");
+    const std::string config = read_file(cwd.path() / gpt_run / "config.json");
     CHECK(Contains("\"norm\": \"rms\"").match(config) == norm);
     CHECK(Contains("\"mlp\": \"swiglu\"").match(config) == mlp);
     CHECK(Contains("\"mlp_hidden\": 352").match(config) == mlp);
@@ -420,10 +419,8 @@ TEST_CASE("experiment mad crosses MAD's blocks with memscript's, at any MLP widt
                                 {"tasks=memorization", "blocks=memscript", "mlp_hidden=352"}, cwd);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(
-      read_file(cwd.path() / "out/mad/setting=memorization.base,mixer=gpt,lr=0.001,weight_decay=0,"
-                             "seed=41/config.json"),
-      Contains("\"mlp_hidden\": 352") && !Contains("mlp_ratio") && !Contains("swiglu"));
+  CHECK_THAT(read_file(cwd.path() / gpt_run / "config.json"),
+             Contains("\"mlp_hidden\": 352") && !Contains("mlp_ratio") && !Contains("swiglu"));
   const auto bad = run_quick_with("mad/mad.lua", {"mlp_hidden=-1"}, cwd);
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Contains("--set mlp_hidden=-1: expected a whole number of units"));
