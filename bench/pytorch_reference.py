@@ -422,12 +422,13 @@ class Block(nn.Module):
         self.mixer_norm = norm(d_model, config)
         self.mlp_hidden = mlp_hidden
         self.swiglu = config.get("mlp") == "swiglu"
+        bias = config.get("mlp_bias", not self.swiglu)  # GELU's have biases, SwiGLU's not
         if mlp_hidden > 0:  # mlp_ratio = 0: no MLP half
             self.mlp_norm = norm(d_model, config)
-            if self.swiglu:  # W_down (silu(W_gate h) * W_up h), no biases
-                self.mlp_gate = linear(d_model, mlp_hidden, bias=False)
-            self.mlp_up = linear(d_model, mlp_hidden, bias=not self.swiglu)
-            self.mlp_down = linear(mlp_hidden, d_model, bias=not self.swiglu)
+            if self.swiglu:  # W_down (silu(W_gate h) * W_up h)
+                self.mlp_gate = linear(d_model, mlp_hidden, bias=bias)
+            self.mlp_up = linear(d_model, mlp_hidden, bias=bias)
+            self.mlp_down = linear(mlp_hidden, d_model, bias=bias)
 
     def forward(self, x):
         h = x + self.mixer(self.mixer_norm(x))

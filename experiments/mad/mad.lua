@@ -24,7 +24,8 @@
 --   build/memscript --set quick=true experiments/mad/mad.lua         smoke run, ~5 s
 -- Other knobs: --set epochs=200, mixers=gpt,deltanet,mamba (also gla, gated_deltanet, retnet),
 -- tasks=<comma list>, lrs=1e-4,5e-4,1e-3, wds=0,0.1, phase=all|grid|seeds,
--- blocks=mad|memscript|rmsnorm-gelu|layernorm-swiglu, mlp_hidden=<units> (0: the blocks' own).
+-- blocks=mad|memscript|rmsnorm-gelu|layernorm-swiglu, mlp_hidden=<units> (0: the blocks' own),
+-- mlp_bias=blocks|true|false (the blocks' own: GELU with biases, SwiGLU without).
 local quick = ms.param("quick", false)
 local phase = ms.param("phase", "all", { "all", "grid", "seeds" })
 local epochs = ms.param("epochs", 200)
@@ -196,12 +197,15 @@ local block_options = {
 local mlp_hidden = ms.param("mlp_hidden", 0, function(value)
   return value >= 0 and value == math.floor(value), "a whole number of units, 0 for the blocks' own"
 end)
+-- The MLP's biases in place of the blocks' own, to tell SwiGLU's gate from its lack of biases.
+local mlp_bias = ms.param("mlp_bias", "blocks", { "blocks", "true", "false" })
 local function build(mixer, task, seed)
   local layer = layer_of[mixer]
   local options = { layers = { layer, layer }, d_model = 128, heads = mixer == "gpt" and 16 or 8,
                     task = task, seed = seed }
   for k, v in pairs(block_options[blocks]) do options[k] = v end
   if mlp_hidden > 0 then options.mlp_ratio, options.mlp_hidden = nil, mlp_hidden end
+  if mlp_bias ~= "blocks" then options.mlp_bias = mlp_bias == "true" end
   return ms.model.decoder(options)
 end
 

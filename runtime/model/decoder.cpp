@@ -129,13 +129,16 @@ std::optional<Preset> read_preset(Options& options, const std::vector<LayerPlan>
 // torch::nn::LayerNorm's eps, which every run folder before `norm_eps` existed was built with.
 constexpr double kDefaultNormEps = 1e-5;
 
-// mlp, norm and norm_eps: the block around the mixer. `mlp_hidden` 0: no MLP half.
+// mlp, mlp_bias, norm and norm_eps: the block around the mixer. `mlp_hidden` 0: no MLP half.
 BlockShape read_block_shape(Options& options, int64_t mlp_hidden) {
   BlockShape shape;
   shape.mlp_hidden = mlp_hidden;
   shape.swiglu = options.string("mlp", "gelu", {"gelu", "swiglu"}) == "swiglu";
   if (shape.swiglu && mlp_hidden == 0)
     options.fail("mlp", "= \"swiglu\" needs an MLP, and mlp_ratio = 0 builds none");
+  shape.mlp_bias = options.boolean("mlp_bias", !shape.swiglu);
+  if (options.has("mlp_bias") && mlp_hidden == 0)
+    options.fail("mlp_bias", "needs an MLP, and mlp_ratio = 0 builds none");
   shape.rms_norm = options.string("norm", "layer", {"layer", "rms"}) == "rms";
   shape.norm_eps = options.number("norm_eps", kDefaultNormEps, 0.0, 1.0);
   if (shape.norm_eps <= 0) options.fail("norm_eps", "must be above 0, got 0");
@@ -169,7 +172,7 @@ BlockImpl::BlockImpl(Mixer mixer, const MixerContext& context, const BlockShape&
   if (shape.mlp_hidden == 0) return;
   mlp_norm_ = register_module("mlp_norm", Norm(context.d_model, shape.rms_norm, shape.norm_eps));
   const auto linear = [&](int64_t in, int64_t out) {
-    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(!shape.swiglu));
+    return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(shape.mlp_bias));
   };
   if (shape.swiglu) {
     mlp_gate_ = register_module("mlp_gate", linear(context.d_model, shape.mlp_hidden));
@@ -191,11 +194,12 @@ MixerOutput BlockImpl::mix(const torch::Tensor& x, const MixerState& state) {
   return mixer_->forward_normed(x, mixer_norm_->pre_norm(), state);
 }
 
-// The LayerNorm + GELU half runs as one fused node (ops/mlp_block); RMSNorm or SwiGLU from the
-// separate fused ops.
+// The LayerNorm + GELU half with biases runs as one fused node (ops/mlp_block); RMSNorm, SwiGLU
+// or an MLP without biases from the separate fused ops.
 torch::Tensor BlockImpl::residual_mlp(const torch::Tensor& x, const torch::Tensor& m) const {
   if (!mlp_up_) return x + m;
-  if (!mlp_gate_ && !mlp_norm_->rms()) return ops::residual_mlp(x, m, mlp_weights());
+  if (!mlp_gate_ && !mlp_norm_->rms() && mlp_up_->bias.defined())
+    return ops::residual_mlp(x, m, mlp_weights());
   const torch::Tensor h = x + m;
   const torch::Tensor n = mlp_norm_->forward(h);
   const torch::Tensor hidden =
@@ -484,6 +488,8 @@ nlohmann::json DecoderImpl::config() const {
   }
   if (!head_bias_) config["head_bias"] = false;
   if (block_shape_.swiglu) config["mlp"] = "swiglu";
+  if (block_shape_.mlp_hidden > 0 && block_shape_.mlp_bias == block_shape_.swiglu)
+    config["mlp_bias"] = block_shape_.mlp_bias;
   if (block_shape_.rms_norm) config["norm"] = "rms";
   if (block_shape_.norm_eps != kDefaultNormEps) config["norm_eps"] = block_shape_.norm_eps;
   if (max_length_ > 0) {

@@ -41,6 +41,7 @@ struct BlockShape {
   bool rms_norm = false;
   double norm_eps = 1e-5;
   bool swiglu = false;
+  bool mlp_bias = true;  // the MLP's projections have biases (default: GELU's do, SwiGLU's not)
 };
 
 class BlockImpl : public torch::nn::Module {

@@ -78,9 +78,9 @@ void load_weights(torch::nn::Module& model, torch::serialize::InputArchive& arch
 
 Options decoder_options_from_config(const nlohmann::json& config) {
   Options options("saved model");
-  for (const char* key :
-       {"vocab", "classes", "d_model", "heads", "mlp_ratio", "mlp_hidden", "mlp", "norm",
-        "norm_eps", "scale_embedding", "seed", "head_bias", "residual_positions", "max_length"}) {
+  for (const char* key : {"vocab", "classes", "d_model", "heads", "mlp_ratio", "mlp_hidden", "mlp",
+                          "mlp_bias", "norm", "norm_eps", "scale_embedding", "seed", "head_bias",
+                          "residual_positions", "max_length"}) {
     if (config.contains(key)) options.set(key, option_from_json(config.at(key)));
   }
   // Checked before it is read: a configuration comes from a file (a model file, a run folder's

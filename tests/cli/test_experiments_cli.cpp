@@ -413,17 +413,23 @@ TEST_CASE("experiment mad crosses MAD's blocks with memscript's, at any MLP widt
     CHECK(Contains("\"mlp_hidden\": 352").match(config) == mlp);
     CHECK(Contains("\"mlp_ratio\": 4").match(config) == !mlp);
   }
-  // --set mlp_hidden= narrows or widens the blocks' MLP: GELU 352 wide, the width of MAD's.
+  // --set mlp_hidden= narrows or widens the blocks' MLP, --set mlp_bias= takes its biases away:
+  // GELU 352 wide, the width of MAD's, without biases as MAD's SwiGLU.
   TempDir cwd;
-  const auto r = run_quick_with("mad/mad.lua",
-                                {"tasks=memorization", "blocks=memscript", "mlp_hidden=352"}, cwd);
+  const auto r = run_quick_with(
+      "mad/mad.lua", {"tasks=memorization", "blocks=memscript", "mlp_hidden=352", "mlp_bias=false"},
+      cwd);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(read_file(cwd.path() / gpt_run / "config.json"),
-             Contains("\"mlp_hidden\": 352") && !Contains("mlp_ratio") && !Contains("swiglu"));
+             Contains("\"mlp_hidden\": 352") && Contains("\"mlp_bias\": false") &&
+                 !Contains("mlp_ratio") && !Contains("swiglu"));
   const auto bad = run_quick_with("mad/mad.lua", {"mlp_hidden=-1"}, cwd);
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Contains("--set mlp_hidden=-1: expected a whole number of units"));
+  const auto bad_bias = run_quick_with("mad/mad.lua", {"mlp_bias=no"}, cwd);
+  CHECK(bad_bias.exit_code == 2);
+  CHECK_THAT(bad_bias.err, Contains("mlp_bias=no") && Contains("blocks, true, false"));
 }
 
 TEST_CASE("experiment mad runs the settings named in --set settings=, and refuses unknown ones") {

@@ -61,6 +61,28 @@ void check_save_and_load(Decoder& model, const torch::Tensor& tokens) {
   CHECK(torch::equal(model->forward(tokens), loaded->forward(tokens)));
 }
 
+// The checks every block option gets on a float64 model and its logits `whole` for `tokens`
+// [3, 21]: the answer-only readout (the last MLP on the scored rows alone) gives the same
+// logits, every parameter gets a gradient, and the model saves and loads.
+void check_block_readout_and_gradients(Decoder& model, const torch::Tensor& tokens,
+                                       const torch::Tensor& whole) {
+  torch::manual_seed(9);
+  const torch::Tensor targets = torch::randint(0, 3, {3, 21}, torch::kInt64);
+  const torch::Tensor sparse = torch::rand({3, 21}) < 0.3;
+  const ScoredLogits rows = scored_logits(*model, tokens, targets, sparse);
+  REQUIRE(rows.rows.defined());
+  CHECK(torch::allclose(rows.logits.squeeze(0), whole.index({sparse}), 1e-12, 1e-12));
+
+  masked_cross_entropy(model->forward(tokens), targets, torch::ones({3, 21}, torch::kBool))
+      .backward();
+  for (const auto& item : model->named_parameters()) {
+    INFO(item.key());
+    REQUIRE(item.value().grad().defined());
+    CHECK(item.value().grad().abs().sum().item<double>() > 0);
+  }
+  check_save_and_load(model, tokens);
+}
+
 struct LossDrop {
   double first = 0;  // mean loss over the first 20 steps
   double last = 0;   // ... and over the last 20
@@ -351,22 +373,7 @@ TEST_CASE("decoder options: RMSNorm and SwiGLU blocks, as flash-linear-attention
   const torch::Tensor whole = model->forward(tokens);
   CHECK(torch::allclose(whole, memscript::test::chunked_logits(model, tokens, {7, 15, 21}), 1e-9,
                         1e-9));
-  // The answer-only readout runs the last MLP on the scored rows alone.
-  torch::manual_seed(9);
-  const torch::Tensor targets = torch::randint(0, 3, {3, 21}, torch::kInt64);
-  const torch::Tensor sparse = torch::rand({3, 21}) < 0.3;
-  const ScoredLogits rows = scored_logits(*model, tokens, targets, sparse);
-  REQUIRE(rows.rows.defined());
-  CHECK(torch::allclose(rows.logits.squeeze(0), whole.index({sparse}), 1e-12, 1e-12));
-
-  masked_cross_entropy(model->forward(tokens), targets, torch::ones({3, 21}, torch::kBool))
-      .backward();
-  for (const auto& item : model->named_parameters()) {
-    INFO(item.key());
-    REQUIRE(item.value().grad().defined());
-    CHECK(item.value().grad().abs().sum().item<double>() > 0);
-  }
-  check_save_and_load(model, tokens);
+  check_block_readout_and_gradients(model, tokens, whole);
 }
 
 TEST_CASE("decoder options norm, norm_eps and mlp refuse a wrong value in one line") {
@@ -385,6 +392,50 @@ TEST_CASE("decoder options norm, norm_eps and mlp refuse a wrong value in one li
                     Contains("mlp") && Contains("mlp_ratio = 0"));
   CHECK_THROWS_WITH(make_decoder("lstm", 16, 2, 2, {{"mlp", {std::string("relu")}}}),
                     Contains("mlp") && Contains("relu") && Contains("gelu, swiglu"));
+}
+
+// GELU's MLP has biases and SwiGLU's not, as in memscript's and flash-linear-attention's blocks;
+// mlp_bias turns that around, to tell the MLP's form from its biases.
+TEST_CASE("decoder option mlp_bias takes the MLP's biases away or adds them") {
+  const std::string mlp = GENERATE(std::string("gelu"), std::string("swiglu"));
+  INFO(mlp);
+  const bool swiglu = mlp == "swiglu";
+  Decoder usual = make_decoder("gpt", 16, 2, 2, {{"mlp", {mlp}}});
+  Decoder model = make_decoder("gpt", 16, 2, 2, {{"mlp", {mlp}}, {"mlp_bias", {swiglu}}});
+  // Per block, hidden 64: up and down (and SwiGLU's gate) each lose or gain their bias.
+  const int64_t biases = 2 * ((swiglu ? 2 : 1) * 64 + 16);
+  CHECK(model->num_parameters() - usual->num_parameters() == (swiglu ? biases : -biases));
+  CHECK(model->named_parameters().contains("blocks.0.mlp_up.bias") == swiglu);
+  CHECK(model->named_parameters().contains("blocks.1.mlp_down.bias") == swiglu);
+  CHECK(model->named_parameters().contains("blocks.0.mlp_gate.bias") == swiglu);
+  CHECK(model->config()["mlp_bias"] == swiglu);
+  CHECK_FALSE(usual->config().contains("mlp_bias"));
+
+  usual->to(torch::kDouble);
+  model->to(torch::kDouble);
+  // Biases start at zero: with the weights they share copied over, the two models agree. The
+  // GELU block without biases runs off the fused LayerNorm + MLP node, a separate path.
+  {
+    torch::NoGradGuard no_grad;
+    const auto from = usual->named_parameters();
+    for (auto& item : model->named_parameters())
+      if (from.contains(item.key())) item.value().copy_(from[item.key()]);
+  }
+  const torch::Tensor tokens = random_tokens(3, 21, 4);
+  const torch::Tensor whole = model->forward(tokens);
+  CHECK(torch::allclose(whole, usual->forward(tokens), 1e-12, 1e-12));
+  CHECK(torch::allclose(whole, memscript::test::chunked_logits(model, tokens, {7, 15, 21}), 1e-9,
+                        1e-9));
+  check_block_readout_and_gradients(model, tokens, whole);
+}
+
+TEST_CASE("decoder option mlp_bias refuses a non-boolean and a model without an MLP") {
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(make_decoder("gpt", 16, 2, 2, {{"mlp_bias", {std::string("yes")}}}),
+                    Contains("mlp_bias") && Contains("yes"));
+  CHECK_THROWS_WITH(
+      make_decoder("gpt", 16, 2, 2, {{"mlp_bias", {false}}, {"mlp_ratio", {int64_t{0}}}}),
+      Contains("mlp_bias") && Contains("mlp_ratio = 0"));
 }
 
 // MAD's SwiGLU is int(2 · 4 · d / 3) rounded up to a multiple of 16 wide, 352 at d_model 128:

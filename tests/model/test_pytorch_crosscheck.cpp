@@ -165,6 +165,19 @@ TEST_CASE(
   }
 }
 
+// mlp_bias turns the default around: GELU without biases (off the fused LayerNorm + MLP node),
+// SwiGLU with them.
+TEST_CASE("PyTorch gives memscript's Adam losses with the MLP's biases taken away or added") {
+  for (const char* mlp : {"gelu", "swiglu"}) {
+    INFO(mlp);
+    const bool swiglu = std::string(mlp) == "swiglu";
+    Decoder model =
+        make_decoder("gpt", 8, 2, 2, {{"mlp", {std::string(mlp)}}, {"mlp_bias", {swiglu}}});
+    REQUIRE(model->config()["mlp_bias"] == swiglu);
+    if (!cross_check(model, 50, torch::kFloat64)) return;
+  }
+}
+
 TEST_CASE("PyTorch gives memscript's Adam losses for the study's models (preset seed-mini)") {
   for (const char* mixer :
        {"lstm", "qlstm", "lru", "linear_attention", "gpt", "deltanet", "mamba"}) {
