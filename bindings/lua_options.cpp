@@ -190,12 +190,10 @@ void push_json(lua_State* L, const nlohmann::json& value) {
 
 void push_scores(lua_State* L, const LengthScores& scores) {
   lua_createtable(L, 0, 11);
-  const std::pair<const char*, double> fields[] = {{"accuracy", scores.accuracy},
-                                                   {"sequence_accuracy", scores.sequence_accuracy},
-                                                   {"precision", scores.precision},
-                                                   {"recall", scores.recall},
-                                                   {"loss", scores.loss},
-                                                   {"scaled_accuracy", scores.scaled_accuracy}};
+  const std::pair<const char*, double> fields[] = {
+      {"accuracy", scores.accuracy},   {"sequence_accuracy", scores.sequence_accuracy},
+      {"precision", scores.precision}, {"recall", scores.recall},
+      {"loss", scores.loss},           {"scaled_accuracy", scores.scaled_accuracy}};
   for (const auto& [name, number] : fields) {
     lua_pushnumber(L, number);
     lua_setfield(L, -2, name);

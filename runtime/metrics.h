@@ -12,13 +12,13 @@ namespace memscript {
 struct LengthScores {
   int64_t length = 0;
   int64_t sequences = 0;
-  int64_t scored = 0;                        // scored positions
-  double accuracy = 0;                       // right / scored positions
-  double sequence_accuracy = 0;              // sequences whose scored positions are all right
-  double precision = 0;                      // macro, over the classes that occur in the targets
-  double recall = 0;                         // macro, over the classes that occur in the targets
-  double loss = 0;                           // mean cross-entropy per scored position
-  double scaled_accuracy = 0;  // (accuracy - chance) / (1 - chance): 0 at chance, 1 perfect
+  int64_t scored = 0;            // scored positions
+  double accuracy = 0;           // right / scored positions
+  double sequence_accuracy = 0;  // sequences whose scored positions are all right
+  double precision = 0;          // macro, over the classes that occur in the targets
+  double recall = 0;             // macro, over the classes that occur in the targets
+  double loss = 0;               // mean cross-entropy per scored position
+  double scaled_accuracy = 0;    // (accuracy - chance) / (1 - chance): 0 at chance, 1 perfect
   std::vector<double> accuracy_by_position;  // NaN where no sequence scores that position
 };
 

@@ -70,9 +70,9 @@ TEST_CASE("a stored value a stranger wrote gets one line naming the file and the
     TempDir other_root, other_scripts;
     const fs::path copy = written_run(other_root, other_scripts);
     set_stored(copy, key, value);
-    CHECK_THROWS_WITH(read_stored_run(copy),
-                      Contains((copy / run_layout::kConfig).string() + ": '" + key + "'") &&
-                          Contains(message));
+    CHECK_THROWS_WITH(
+        read_stored_run(copy),
+        Contains((copy / run_layout::kConfig).string() + ": '" + key + "'") && Contains(message));
   };
   refused("seed", -3, "must be a whole number >= 0");
   refused("threads", 5000, "must be between 1 and 1024");

@@ -1,5 +1,5 @@
-// The embedding's weight gradient (kernels/embedding/embedding.h) against the sums written out, over
-// several blocks of rows, and split into block ranges.
+// The embedding's weight gradient (kernels/embedding/embedding.h) against the sums written out,
+// over several blocks of rows, and split into block ranges.
 
 #include <catch2/catch.hpp>
 

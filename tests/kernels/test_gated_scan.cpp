@@ -1,5 +1,5 @@
-// The fused qLSTM and minGRU cells (kernels/gated_scan/gated_scan.h): the CPU loop against the cells'
-// equations written out with libm, its backward against finite differences, and the CUDA
+// The fused qLSTM and minGRU cells (kernels/gated_scan/gated_scan.h): the CPU loop against the
+// cells' equations written out with libm, its backward against finite differences, and the CUDA
 // per-thread bodies, run over every block and thread, against the CPU loop bit for bit.
 
 #include <catch2/catch.hpp>

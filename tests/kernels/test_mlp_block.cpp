@@ -1,5 +1,5 @@
-// The fused MLP half of a decoder block (kernels/mlp_block/mlp_block.h): the forward against its formula
-// written out with libm, the backward against finite differences of that formula, and block
+// The fused MLP half of a decoder block (kernels/mlp_block/mlp_block.h): the forward against its
+// formula written out with libm, the backward against finite differences of that formula, and block
 // ranges that must not change a bit.
 
 #include <catch2/catch.hpp>

@@ -18,8 +18,8 @@
 #include "runtime/torch.h"
 
 using namespace memscript;
-using ops::LossReduction;
 using memscript::test::relative_error;
+using ops::LossReduction;
 
 namespace {
 
@@ -99,8 +99,8 @@ TEST_CASE("fused layer norm reads a non-contiguous input and passes a tensor it 
   const torch::Tensor half = c.x.detach().to(torch::kBFloat16);
   const torch::Tensor w = c.weight.detach().to(torch::kBFloat16);
   const torch::Tensor b = c.bias.detach().to(torch::kBFloat16);
-  CHECK(torch::equal(ops::layer_norm(half, w, b, 1e-5),
-                     ops::layer_norm_reference(half, w, b, 1e-5)));
+  CHECK(
+      torch::equal(ops::layer_norm(half, w, b, 1e-5), ops::layer_norm_reference(half, w, b, 1e-5)));
 }
 
 TEST_CASE("fused layer norm gives the same bits with one thread and two") {
@@ -180,8 +180,8 @@ namespace {
 
 // y and the gradients of Σ y ⊙ w for x, weight and bias, fused or through torch's linear.
 std::vector<torch::Tensor> linear_with_grads(const torch::Tensor& x, const torch::Tensor& weight,
-                                             const torch::Tensor& bias,
-                                             ops::Activation activation, bool use_fused) {
+                                             const torch::Tensor& bias, ops::Activation activation,
+                                             bool use_fused) {
   std::vector<torch::Tensor> leaves = {x, weight};
   if (bias.defined()) leaves.push_back(bias);
   for (const torch::Tensor& t : leaves) t.mutable_grad() = torch::Tensor();
@@ -203,8 +203,8 @@ TEST_CASE("fused linear matches torch's linear with every activation, values and
       GENERATE(std::make_pair(torch::kDouble, 1e-12), std::make_pair(torch::kFloat, 1e-5));
   const auto activation =
       GENERATE(ops::Activation::none, ops::Activation::gelu, ops::Activation::sigmoid,
-               ops::Activation::elu_plus_one, ops::Activation::relu,
-               ops::Activation::softplus, ops::Activation::silu);
+               ops::Activation::elu_plus_one, ops::Activation::relu, ops::Activation::softplus,
+               ops::Activation::silu);
   // 4 x 16 and 8 x 3 run on the small-weight kernel, 40 x 32 on libtorch's products.
   const auto [in, out] =
       GENERATE(std::make_pair(4, 16), std::make_pair(8, 3), std::make_pair(40, 32));
@@ -242,8 +242,8 @@ TEST_CASE("fused activation node matches the composed activation, values and gra
   std::vector<torch::Tensor> results;
   for (const bool use_fused : {true, false}) {
     const torch::Tensor leaf = x.detach().requires_grad_();
-    const torch::Tensor y = use_fused ? ops::activation(leaf, activation)
-                                      : ops::activation_reference(leaf, activation);
+    const torch::Tensor y =
+        use_fused ? ops::activation(leaf, activation) : ops::activation_reference(leaf, activation);
     (y * weights).sum().backward();
     results.push_back(y.detach());
     results.push_back(leaf.grad());
@@ -395,8 +395,7 @@ TEST_CASE("fused l2 normalization matches F.normalize, zero rows included") {
   std::vector<torch::Tensor> results;
   for (const bool use_fused : {true, false}) {
     const torch::Tensor leaf = x.clone().requires_grad_();
-    const torch::Tensor y =
-        use_fused ? ops::l2_normalize(leaf) : ops::l2_normalize_reference(leaf);
+    const torch::Tensor y = use_fused ? ops::l2_normalize(leaf) : ops::l2_normalize_reference(leaf);
     (y * weights).sum().backward();
     results.push_back(y.detach());
     results.push_back(leaf.grad());

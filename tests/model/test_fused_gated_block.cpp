@@ -141,7 +141,7 @@ TEST_CASE("the fused gated block fed in chunks gives the one-pass outputs") {
     torch::manual_seed(3);
     const torch::Tensor x = torch::randn({3, 11, 4}, torch::kDouble);
     const ops::PreNorm norm{torch::rand({4}, torch::kDouble) + 0.5,
-                              torch::randn({4}, torch::kDouble), 1e-5};
+                            torch::randn({4}, torch::kDouble), 1e-5};
     const MixerOutput whole = m->forward_normed(x, norm, {});
     const MixerOutput first = m->forward_normed(x.narrow(1, 0, 4), norm, {});
     const MixerOutput second = m->forward_normed(x.narrow(1, 4, 7), norm, first.state);
