@@ -129,6 +129,9 @@ std::optional<Preset> read_preset(Options& options, const std::vector<LayerPlan>
 // torch::nn::LayerNorm's eps, which every run folder before `norm_eps` existed was built with.
 constexpr double kDefaultNormEps = 1e-5;
 
+// GELU's MLP has biases and SwiGLU's none, as memscript's and flash-linear-attention's blocks.
+bool default_mlp_bias(bool swiglu) { return !swiglu; }
+
 // mlp, mlp_bias, norm and norm_eps: the block around the mixer. `mlp_hidden` 0: no MLP half.
 BlockShape read_block_shape(Options& options, int64_t mlp_hidden) {
   BlockShape shape;
@@ -136,9 +139,10 @@ BlockShape read_block_shape(Options& options, int64_t mlp_hidden) {
   shape.swiglu = options.string("mlp", "gelu", {"gelu", "swiglu"}) == "swiglu";
   if (shape.swiglu && mlp_hidden == 0)
     options.fail("mlp", "= \"swiglu\" needs an MLP, and mlp_ratio = 0 builds none");
-  shape.mlp_bias = options.boolean("mlp_bias", !shape.swiglu);
+  shape.mlp_bias = options.boolean("mlp_bias", default_mlp_bias(shape.swiglu));
   if (options.has("mlp_bias") && mlp_hidden == 0)
-    options.fail("mlp_bias", "needs an MLP, and mlp_ratio = 0 builds none");
+    options.fail("mlp_bias", std::string("= ") + (shape.mlp_bias ? "true" : "false") +
+                                 " needs an MLP, and mlp_ratio = 0 builds none");
   shape.rms_norm = options.string("norm", "layer", {"layer", "rms"}) == "rms";
   shape.norm_eps = options.number("norm_eps", kDefaultNormEps, 0.0, 1.0);
   if (shape.norm_eps <= 0) options.fail("norm_eps", "must be above 0, got 0");
@@ -194,12 +198,11 @@ MixerOutput BlockImpl::mix(const torch::Tensor& x, const MixerState& state) {
   return mixer_->forward_normed(x, mixer_norm_->pre_norm(), state);
 }
 
-// The LayerNorm + GELU half with biases runs as one fused node (ops/mlp_block); RMSNorm, SwiGLU
-// or an MLP without biases from the separate fused ops.
+// The LayerNorm + GELU half runs as one fused node (ops/mlp_block; without biases, its composed
+// reference); RMSNorm or SwiGLU from the separate fused ops.
 torch::Tensor BlockImpl::residual_mlp(const torch::Tensor& x, const torch::Tensor& m) const {
   if (!mlp_up_) return x + m;
-  if (!mlp_gate_ && !mlp_norm_->rms() && mlp_up_->bias.defined())
-    return ops::residual_mlp(x, m, mlp_weights());
+  if (!mlp_gate_ && !mlp_norm_->rms()) return ops::residual_mlp(x, m, mlp_weights());
   const torch::Tensor h = x + m;
   const torch::Tensor n = mlp_norm_->forward(h);
   const torch::Tensor hidden =
@@ -488,7 +491,7 @@ nlohmann::json DecoderImpl::config() const {
   }
   if (!head_bias_) config["head_bias"] = false;
   if (block_shape_.swiglu) config["mlp"] = "swiglu";
-  if (block_shape_.mlp_hidden > 0 && block_shape_.mlp_bias == block_shape_.swiglu)
+  if (block_shape_.mlp_hidden > 0 && block_shape_.mlp_bias != default_mlp_bias(block_shape_.swiglu))
     config["mlp_bias"] = block_shape_.mlp_bias;
   if (block_shape_.rms_norm) config["norm"] = "rms";
   if (block_shape_.norm_eps != kDefaultNormEps) config["norm_eps"] = block_shape_.norm_eps;

@@ -90,10 +90,10 @@ struct DecoderOutput {
 class DecoderImpl : public torch::nn::Module {
  public:
   // Reads the decoder's options (mixer, layers, d_model, heads, mlp_ratio (0: no MLP) or
-  // mlp_hidden (the MLP's hidden width, in its place), mlp ("gelu" or "swiglu"), norm ("layer" or
-  // "rms"), norm_eps, scale_embedding, head_bias, residual_positions ("none" or "learned": a
-  // max_length x d_model table added to the embeddings), max_length, vocab, classes, seed) and each
-  // mixer's own options. `task`, if given, supplies vocab and classes.
+  // mlp_hidden (the MLP's hidden width, in its place), mlp ("gelu" or "swiglu"), mlp_bias, norm
+  // ("layer" or "rms"), norm_eps, scale_embedding, head_bias, residual_positions ("none" or
+  // "learned": a max_length x d_model table added to the embeddings), max_length, vocab, classes,
+  // seed) and each mixer's own options. `task`, if given, supplies vocab and classes.
   DecoderImpl(Options& options, const Task* task, uint64_t default_seed);
 
   // tokens: int64 [batch, length] -> logits [batch, length, classes]

@@ -422,11 +422,30 @@ TEST_CASE("decoder option mlp_bias takes the MLP's biases away or adds them") {
       if (from.contains(item.key())) item.value().copy_(from[item.key()]);
   }
   const torch::Tensor tokens = random_tokens(3, 21, 4);
+  CHECK(torch::allclose(model->forward(tokens), usual->forward(tokens), 1e-12, 1e-12));
+  // Biases away from zero from here on, so that a path that dropped one would show.
+  {
+    torch::NoGradGuard no_grad;
+    torch::manual_seed(3);
+    for (auto& item : model->named_parameters()) {
+      const std::string& key = item.key();
+      const bool projection = key.find(".mlp_up.") != std::string::npos ||
+                              key.find(".mlp_down.") != std::string::npos ||
+                              key.find(".mlp_gate.") != std::string::npos;
+      if (projection && key.ends_with(".bias")) item.value().uniform_(-0.5, 0.5);
+    }
+  }
   const torch::Tensor whole = model->forward(tokens);
-  CHECK(torch::allclose(whole, usual->forward(tokens), 1e-12, 1e-12));
+  // Only SwiGLU with biases has any to move; GELU without them still agrees.
+  const bool moved = !torch::allclose(whole, usual->forward(tokens), 1e-6, 1e-6);
+  CHECK(moved == swiglu);
   CHECK(torch::allclose(whole, memscript::test::chunked_logits(model, tokens, {7, 15, 21}), 1e-9,
                         1e-9));
   check_block_readout_and_gradients(model, tokens, whole);
+  // The default given explicitly is not recorded: the config stays as before the option.
+  CHECK_FALSE(make_decoder("gpt", 16, 2, 2, {{"mlp", {mlp}}, {"mlp_bias", {!swiglu}}})
+                  ->config()
+                  .contains("mlp_bias"));
 }
 
 TEST_CASE("decoder option mlp_bias refuses a non-boolean and a model without an MLP") {
@@ -435,7 +454,7 @@ TEST_CASE("decoder option mlp_bias refuses a non-boolean and a model without an 
                     Contains("mlp_bias") && Contains("yes"));
   CHECK_THROWS_WITH(
       make_decoder("gpt", 16, 2, 2, {{"mlp_bias", {false}}, {"mlp_ratio", {int64_t{0}}}}),
-      Contains("mlp_bias") && Contains("mlp_ratio = 0"));
+      Contains("'mlp_bias' = false needs an MLP, and mlp_ratio = 0 builds none"));
 }
 
 // MAD's SwiGLU is int(2 · 4 · d / 3) rounded up to a multiple of 16 wide, 352 at d_model 128:
