@@ -491,7 +491,8 @@ nlohmann::json DecoderImpl::config() const {
   }
   if (!head_bias_) config["head_bias"] = false;
   if (block_shape_.swiglu) config["mlp"] = "swiglu";
-  if (block_shape_.mlp_hidden > 0 && block_shape_.mlp_bias != default_mlp_bias(block_shape_.swiglu))
+  // Without an MLP it is the default: read_block_shape refuses mlp_bias beside mlp_ratio = 0.
+  if (block_shape_.mlp_bias != default_mlp_bias(block_shape_.swiglu))
     config["mlp_bias"] = block_shape_.mlp_bias;
   if (block_shape_.rms_norm) config["norm"] = "rms";
   if (block_shape_.norm_eps != kDefaultNormEps) config["norm_eps"] = block_shape_.norm_eps;
