@@ -253,6 +253,7 @@ RunOrigin run_origin(const Session& current) {
   origin.seed = current.settings.seed;
   origin.device = current.settings.device;
   origin.threads = current.settings.threads;
+  origin.flush_denormals = current.settings.flush_denormals;
   return origin;
 }
 

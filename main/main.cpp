@@ -97,6 +97,9 @@ cxxopts::Options make_options() {
       "version", "print versions (memscript, libtorch, Lua, CUDA) and exit")(
       "device", "auto, cpu or cuda", cxxopts::value<std::string>()->default_value("auto"))(
       "threads", "CPU threads for libtorch (default: all cores)", cxxopts::value<std::string>())(
+      "denormals",
+      "flush or keep: subnormal floats flushed to zero on the CPU, or kept (slow on x86)",
+      cxxopts::value<std::string>()->default_value("flush"))(
       "out", "folder for run folders; sandboxed writes go only here",
       cxxopts::value<std::string>()->default_value("runs"))(
       "seed", "seed for everything the script does not seed itself",
@@ -132,6 +135,12 @@ int parse_threads(const std::string& text) {
                      std::to_string(memscript::kMaxThreads) + ", got '" + text + "'");
   }
   return static_cast<int>(value);
+}
+
+bool parse_denormals(const std::string& text) {
+  if (text != "flush" && text != "keep")
+    throw UsageError("--denormals expects flush or keep, got '" + text + "'");
+  return text == "flush";
 }
 
 double parse_seconds(const std::string& text) {
@@ -223,6 +232,18 @@ void print_versions() {
   std::printf("GPU: %s\n", memscript::gpu_available() ? "present" : "none");
 }
 
+// After --threads: the mode is set in every pool thread. What is recorded in run folders is what
+// is in effect. Flushing is the default; where the CPU cannot, only a request says so.
+void apply_denormals(memscript::lua::Settings& settings, bool requested) {
+  if (memscript::flush_denormals(settings.flush_denormals)) return;
+  settings.flush_denormals = false;
+  if (requested) {
+    std::fprintf(stderr,
+                 "memscript: warning: this CPU cannot flush subnormal floats to zero; they are "
+                 "kept\n");
+  }
+}
+
 memscript::Rerun start_rerun(const cxxopts::ParseResult& parsed, memscript::lua::Settings& settings,
                              bool script_given) {
   const bool replay = parsed.count("replay") > 0;
@@ -230,7 +251,8 @@ memscript::Rerun start_rerun(const cxxopts::ParseResult& parsed, memscript::lua:
     throw UsageError("--resume and --replay take a run folder instead of a script, one at a time");
   }
   const memscript::ExplicitSettings given{parsed.count("threads") > 0, parsed.count("device") > 0,
-                                          parsed.count("seed") > 0, parsed.count("set") > 0};
+                                          parsed.count("seed") > 0, parsed.count("set") > 0,
+                                          parsed.count("denormals") > 0};
   try {
     memscript::Rerun rerun = memscript::prepare_rerun(
         parsed[replay ? "replay" : "resume"].as<std::string>(), replay, given, settings);
@@ -268,6 +290,7 @@ int run(int argc, char** argv) {
   settings.dry_run = parsed.count("dry-run") > 0;
   settings.quiet = parsed.count("quiet") > 0;
   settings.seed = parse_seed(parsed["seed"].as<std::string>());
+  settings.flush_denormals = parse_denormals(parsed["denormals"].as<std::string>());
   settings.output_root = parsed["out"].as<std::string>();
   if (parsed.count("out")) check_output_folder(settings.output_root);
   if (parsed.count("set"))
@@ -323,6 +346,7 @@ int run(int argc, char** argv) {
     script_args = rerun->args;
   }
   settings.script_args = script_args;
+  apply_denormals(settings, parsed.count("denormals") > 0 || rerun.has_value());
 
   memscript::lua::Interpreter interpreter(std::move(settings));
   int status = kSuccess;

@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// --seed, --device and --threads given on the command line win over the stored ones.
+// --seed, --device, --threads and --denormals given on the command line win over the stored ones.
 void apply_stored_settings(const StoredRun& stored, const ExplicitSettings& given,
                            lua::Settings& settings) {
   if (!given.seed && stored.seed) settings.seed = *stored.seed;
@@ -24,6 +24,7 @@ void apply_stored_settings(const StoredRun& stored, const ExplicitSettings& give
     }
   }
   if (!given.threads && stored.threads > 0) settings.threads = static_cast<int>(stored.threads);
+  if (!given.denormals) settings.flush_denormals = stored.flush_denormals;
   settings.params = stored.params;
 }
 

@@ -30,6 +30,7 @@ struct ExplicitSettings {
   bool device = false;
   bool seed = false;
   bool params = false;
+  bool denormals = false;
 };
 
 // Reads RUN_DIR/config.json into `settings` and sets its target. Throws UserError with a

@@ -118,6 +118,11 @@ void read_settings(const nlohmann::json& config, StoredRun& run) {
     run.fail("threads", "= " + std::to_string(run.threads) + " must be between 1 and " +
                             std::to_string(kMaxThreads) + " (0: libtorch's default)");
   }
+  // Run folders written before memscript recorded the mode computed with subnormals kept.
+  const std::string denormals = stored<std::string>(config, run, "denormals", "a string", "keep");
+  if (denormals != "flush" && denormals != "keep")
+    run.fail("denormals", "= \"" + denormals + "\" must be \"flush\" or \"keep\"");
+  run.flush_denormals = denormals == "flush";
   run.params =
       stored<std::map<std::string, std::string>>(config, run, "params", "an object of strings", {});
 }

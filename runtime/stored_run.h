@@ -1,10 +1,10 @@
 #pragma once
 
 // The reading side of a run folder (run_start.h writes it): what its config.json says about
-// running it again — the stored script, its arguments, the --set values, seed, device and
-// threads, the run's name — whether it completed, and whether a replay reproduced its numbers.
-// Everything read is checked: a config.json written by hand or by a stranger gets one line
-// naming the file and the key, never a crash or a path outside the folder.
+// running it again — the stored script, its arguments, the --set values, seed, device,
+// threads and denormals mode, the run's name — whether it completed, and whether a replay
+// reproduced its numbers. Everything read is checked: a config.json written by hand or by a
+// stranger gets one line naming the file and the key, never a crash or a path outside the folder.
 
 #include <cstdint>
 #include <filesystem>
@@ -25,6 +25,7 @@ struct StoredRun {
   std::optional<uint64_t> seed;
   std::optional<std::string> device;  // as stored, not yet resolved
   int64_t threads = 0;                // 0: libtorch's default
+  bool flush_denormals = false;       // "denormals": "flush"; absent: kept, as memscript did
   std::string out;                    // its name as ms.train{ out = } gave it
   bool completed = false;             // status says "completed"
 

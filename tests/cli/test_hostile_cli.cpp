@@ -122,6 +122,8 @@ TEST_CASE("values stored in config.json are checked like the command line's") {
       {{"seed", "abc"}, "'seed' must be a whole number >= 0"},
       {{"seed", -5}, "'seed' must be a whole number >= 0"},
       {{"device", "tpu"}, "--device must be auto, cpu or cuda"},
+      {{"denormals", "fast"}, "'denormals' = \"fast\" must be \"flush\" or \"keep\""},
+      {{"denormals", true}, "'denormals' must be a string"},
       {{"params", {{"steps", 3}}}, "'params' must be an object of strings"},
       {{"script_args", "x"}, "'script_args' must be a list of strings"},
       {{"script", "../../../etc/passwd"}, "must be a file name in its script/ folder"},

@@ -186,6 +186,37 @@ TEST_CASE("replay re-runs the stored script and says whether the numbers match")
   CHECK(fs::is_regular_file(cwd / "runs/train/replay-1/metrics.jsonl"));
 }
 
+TEST_CASE("config.json records the denormals mode, and a rerun computes in the stored one") {
+  TempDir cwd;
+  const auto denormals = [&cwd](const std::string& run) {
+    return nlohmann::json::parse(read_file(cwd / run / "config.json")).value("denormals", "absent");
+  };
+  REQUIRE(run_cli(train_args("runs", {"steps=4"}), cwd).exit_code == 0);
+  CHECK(denormals("runs/train") == "flush");
+  std::vector<std::string> kept = train_args("kept", {"steps=4"});
+  kept.insert(kept.begin(), {"--denormals", "keep"});
+  REQUIRE(run_cli(kept, cwd).exit_code == 0);
+  CHECK(denormals("kept/train") == "keep");
+
+  // A run folder written before the mode was recorded computed with subnormals kept.
+  nlohmann::json config = nlohmann::json::parse(read_file(cwd / "kept/train/config.json"));
+  config.erase("denormals");
+  cwd.write("kept/train/config.json", config.dump(2));
+  const ProcessResult old = run_cli({"--quiet", "--threads", "1", "--replay", "kept/train"}, cwd);
+  INFO(old.err);
+  CHECK(old.exit_code == 0);
+  CHECK(denormals("kept/train/replay") == "keep");
+  // The command line wins over the folder.
+  const ProcessResult asked =
+      run_cli({"--quiet", "--threads", "1", "--denormals", "keep", "--replay", "runs/train"}, cwd);
+  CHECK(asked.exit_code == 0);
+  CHECK(denormals("runs/train/replay") == "keep");
+
+  const ProcessResult bad = run_cli({"--denormals", "fast", "-e", "x = 1"}, cwd);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Contains("--denormals expects flush or keep, got 'fast'"));
+}
+
 TEST_CASE("bad --resume and --replay command lines are one-line usage errors") {
   TempDir cwd;
   cwd.write("not-a-run/x", "");

@@ -54,10 +54,23 @@ TEST_CASE("a run folder reads back what start_run stored in it") {
   CHECK(stored.seed == uint64_t{7});
   CHECK(stored.device == std::string("cpu"));
   CHECK(stored.threads == 2);
+  CHECK(stored.flush_denormals);
   CHECK(stored.out == "sweep/parity");
   CHECK_FALSE(stored.completed);
   std::ofstream(run / run_layout::kStatus) << "completed\n";
   CHECK(read_stored_run(run).completed);
+}
+
+TEST_CASE("a run folder without a denormals mode was computed with subnormals kept") {
+  TempDir root, scripts;
+  const fs::path run = written_run(root, scripts);
+  nlohmann::json config =
+      nlohmann::json::parse(std::ifstream(run / run_layout::kConfig), nullptr, false);
+  config.erase("denormals");
+  std::ofstream(run / run_layout::kConfig) << config.dump();
+  CHECK_FALSE(read_stored_run(run).flush_denormals);
+  set_stored(run, "denormals", "flush");
+  CHECK(read_stored_run(run).flush_denormals);
 }
 
 TEST_CASE("a stored value a stranger wrote gets one line naming the file and the key") {
@@ -76,6 +89,7 @@ TEST_CASE("a stored value a stranger wrote gets one line naming the file and the
   };
   refused("seed", -3, "must be a whole number >= 0");
   refused("threads", 5000, "must be between 1 and 1024");
+  refused("denormals", "fast", "must be \"flush\" or \"keep\"");
   refused("params", {{"steps", 10}}, "must be an object of strings");
   refused("script", "../exp.lua", "must be a file name in its script/ folder");
   refused("out", "../../elsewhere", "is not a run name inside an output folder");
