@@ -29,7 +29,7 @@ struct Settings {
   uint64_t seed = 41;                          // --seed: for every seed the script leaves out
   std::string device = "cpu";                  // resolved --device: "cpu" or "cuda"
   int threads = 0;                             // --threads (0: libtorch's default)
-  bool flush_denormals = true;                 // --denormals flush (or keep), as in effect
+  bool flush_denormals = false;                // as in effect: main sets it (--denormals)
   bool quiet = false;                          // no progress lines
   std::filesystem::path stdlib_dir;            // where `require` finds the stdlib
   std::vector<std::string> command_line;       // as typed, for the run folder

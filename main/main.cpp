@@ -232,8 +232,10 @@ void print_versions() {
   std::printf("GPU: %s\n", memscript::gpu_available() ? "present" : "none");
 }
 
-// After --threads: the mode is set in every pool thread. What is recorded in run folders is what
-// is in effect. Flushing is the default; where the CPU cannot, only a request says so.
+// Before libtorch starts its thread pool, whose threads take the mode from the main thread
+// (device.h). Run folders record the mode in effect. Where the CPU cannot flush, the default
+// falls back to keep silently; a warning only when flush was asked for, on the command line or
+// by the run folder rerun.
 void apply_denormals(memscript::lua::Settings& settings, bool requested) {
   if (memscript::flush_denormals(settings.flush_denormals)) return;
   settings.flush_denormals = false;
@@ -308,18 +310,11 @@ int run(int argc, char** argv) {
     memscript::set_deadline(parse_seconds(parsed["max-seconds"].as<std::string>()));
     memscript::start_deadline_watchdog();
   }
+  std::optional<uint64_t> max_memory;
+  if (parsed.count("max-memory")) max_memory = parse_memory(parsed["max-memory"].as<std::string>());
   if (parsed.count("threads")) {
     settings.threads = parse_threads(parsed["threads"].as<std::string>());
     memscript::set_threads(settings.threads);
-  }
-  if (parsed.count("max-memory")) {
-    const uint64_t bytes = parse_memory(parsed["max-memory"].as<std::string>());
-    memscript::start_threads();
-    try {
-      memscript::limit_memory(bytes);
-    } catch (const UserError& error) {
-      throw UsageError(error.what());
-    }
   }
   try {
     settings.device = memscript::resolve_device(parsed["device"].as<std::string>());
@@ -347,6 +342,15 @@ int run(int argc, char** argv) {
   }
   settings.script_args = script_args;
   apply_denormals(settings, parsed.count("denormals") > 0 || rerun.has_value());
+  // After the mode: the pool's threads take it from the main thread when they start.
+  if (max_memory) {
+    memscript::start_threads();
+    try {
+      memscript::limit_memory(*max_memory);
+    } catch (const UserError& error) {
+      throw UsageError(error.what());
+    }
+  }
 
   memscript::lua::Interpreter interpreter(std::move(settings));
   int status = kSuccess;

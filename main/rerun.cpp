@@ -37,6 +37,12 @@ Rerun prepare_rerun(const fs::path& run, bool replay, const ExplicitSettings& gi
                     " uses the --set values stored in the run folder; leave out --set");
   }
   const StoredRun stored = read_stored_run(run);
+  // A run resumed in another mode would end with numbers neither mode gives.
+  if (!replay && given.denormals && settings.flush_denormals != stored.flush_denormals) {
+    throw UserError("--resume: " + run.string() + " was trained with --denormals " +
+                    (stored.flush_denormals ? "flush" : "keep") +
+                    "; resume it in that mode (leave out --denormals)");
+  }
   apply_stored_settings(stored, given, settings);
   Rerun rerun;
   rerun.run = run;

@@ -46,6 +46,7 @@ cxxopts::Options slurm_options() {
       cxxopts::value<std::vector<std::string>>())("device", "passed to every task",
                                                   cxxopts::value<std::string>())(
       "seed", "passed to every task", cxxopts::value<std::string>())(
+      "denormals", "passed to every task: flush or keep", cxxopts::value<std::string>())(
       "unsafe", "passed to every task: run without the sandbox")("script", "the experiment script",
                                                                  cxxopts::value<std::string>());
   options.parse_positional({"script"});
@@ -78,7 +79,7 @@ std::vector<std::string> forwarded_args(const cxxopts::ParseResult& parsed) {
   if (parsed.count("set"))
     for (const std::string& assignment : parsed["set"].as<std::vector<std::string>>())
       args.insert(args.end(), {"--set", assignment});
-  for (const char* option : {"device", "seed"})
+  for (const char* option : {"device", "seed", "denormals"})
     if (parsed.count(option))
       args.insert(args.end(), {std::string("--") + option, parsed[option].as<std::string>()});
   if (parsed.count("unsafe")) args.push_back("--unsafe");

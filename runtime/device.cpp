@@ -26,13 +26,7 @@ void use_full_float32() {
 
 void set_threads(int threads) { at::set_num_threads(threads); }
 
-bool flush_denormals(bool flush) {
-  const bool done = at::globalContext().setFlushDenormal(flush);
-  // One index per pool thread: ATen's OpenMP parallel_for gives each thread one chunk.
-  at::parallel_for(0, at::get_num_threads(), 1,
-                   [flush](int64_t, int64_t) { at::globalContext().setFlushDenormal(flush); });
-  return done || !flush;
-}
+bool flush_denormals(bool flush) { return at::globalContext().setFlushDenormal(flush) || !flush; }
 
 void start_threads() {
   at::parallel_for(0, 1 << 16, 1, [](int64_t, int64_t) {});

@@ -23,10 +23,12 @@ void set_threads(int threads);
 // Subnormal floats (|x| < 2^-126 in float32) flushed to zero on the CPU, as results (FTZ) and as
 // inputs (DAZ), or kept as IEEE 754 says. x86 computes with a subnormal through a microcode
 // assist of about a hundred cycles: a Mamba trained on MQAR, whose scan products underflow,
-// trains four times slower with them kept. The mode is per thread; this sets it
-// on the calling thread and on every thread of libtorch's intra-op pool (threads started later
-// copy it from the thread that starts them). Returns false when this CPU cannot flush (only
-// x86 with DAZ can), in which case subnormals stay as they are.
+// trains four times slower with them kept. The mode is per thread, and a thread starts with the
+// mode of the thread that starts it: set on the main thread before libtorch starts its intra-op
+// pool (at its first parallel operation), it holds in every thread. (A parallel_for here cannot
+// reach the pool's threads: memscript is compiled without OpenMP, so libtorch's inline
+// parallel_for runs on the calling thread in memscript's code.) Returns false when this CPU
+// cannot flush (only x86 with DAZ can), in which case subnormals stay as they are.
 bool flush_denormals(bool flush);
 
 // Starts the thread pool now rather than at the first parallel operation, so that its stacks

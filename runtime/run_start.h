@@ -35,7 +35,7 @@ struct RunOrigin {
   uint64_t seed = 0;
   std::string device;
   int threads = 0;
-  bool flush_denormals = true;  // subnormal floats flushed to zero on the CPU (device.h)
+  bool flush_denormals = false;  // subnormal floats flushed to zero on the CPU (device.h)
 };
 
 // The configurations that decide a run's numbers: a resume must rebuild exactly these.

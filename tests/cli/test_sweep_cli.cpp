@@ -167,9 +167,10 @@ TEST_CASE("option --shard takes I/N with 0 <= I < N") {
 
 TEST_CASE("memscript slurm writes a job array with one task per run of the script's sweeps") {
   TempDir cwd;
-  const auto r = run_cli({"slurm", kTinySweep, "--out", "runs", "--partition", "debug", "--time",
-                          "00:05:00", "--array-parallel", "2", "--set", "mixers=3"},
-                         cwd);
+  const auto r =
+      run_cli({"slurm", kTinySweep, "--out", "runs", "--partition", "debug", "--time", "00:05:00",
+               "--array-parallel", "2", "--set", "mixers=3", "--denormals", "keep"},
+              cwd);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("a job array of 6 tasks for 6 runs") && Contains("sbatch "));
@@ -178,7 +179,8 @@ TEST_CASE("memscript slurm writes a job array with one task per run of the scrip
   CHECK_THAT(script, Contains("#SBATCH --array=0-5%2\n") &&
                          Contains("#SBATCH --partition=debug\n") &&
                          Contains("#SBATCH --time=00:05:00\n") && Contains("shards=6\n") &&
-                         Contains("--set mixers=3") && Contains(kTinySweep));
+                         Contains("--set mixers=3") && Contains("--denormals keep") &&
+                         Contains(kTinySweep));
   CHECK((fs::status(job).permissions() & fs::perms::owner_exec) != fs::perms::none);
   CHECK_FALSE(fs::exists(cwd / "runs/tiny"));  // counting runs trains nothing
 

@@ -191,6 +191,21 @@ TEST_CASE("config.json records the denormals mode, and a rerun computes in the s
   const auto denormals = [&cwd](const std::string& run) {
     return nlohmann::json::parse(read_file(cwd / run / "config.json")).value("denormals", "absent");
   };
+  // What the CPU does: 1e-30 · 1e-10 underflows to a subnormal, which flushing makes 0.
+  const std::vector<std::string> probe = {"-e", "print((ms.tensor{1e-30} * 1e-10):item())"};
+  const auto with_probe = [&probe](std::vector<std::string> args) {
+    args.insert(args.begin(), probe.begin(), probe.end());
+    return args;
+  };
+  CHECK(run_cli(probe, cwd).out == "0.0\n");
+  CHECK_THAT(run_cli(with_probe({"--denormals", "keep"}), cwd).out, Contains("e-41"));
+  // In libtorch's pool too: a million products split over four threads, all flushed or none.
+  const std::string pool =
+      "local t = ms.ones{1048576} * 1e-30 * 1e-10 "
+      "print(t:amax():item() == 0, (-t):amax():item() < 0)";
+  CHECK(run_cli({"--threads", "4", "-e", pool}, cwd).out == "true\tfalse\n");
+  CHECK(run_cli({"--threads", "4", "--denormals", "keep", "-e", pool}, cwd).out == "false\ttrue\n");
+
   REQUIRE(run_cli(train_args("runs", {"steps=4"}), cwd).exit_code == 0);
   CHECK(denormals("runs/train") == "flush");
   std::vector<std::string> kept = train_args("kept", {"steps=4"});
@@ -202,15 +217,24 @@ TEST_CASE("config.json records the denormals mode, and a rerun computes in the s
   nlohmann::json config = nlohmann::json::parse(read_file(cwd / "kept/train/config.json"));
   config.erase("denormals");
   cwd.write("kept/train/config.json", config.dump(2));
-  const ProcessResult old = run_cli({"--quiet", "--threads", "1", "--replay", "kept/train"}, cwd);
+  const ProcessResult old =
+      run_cli(with_probe({"--quiet", "--threads", "1", "--replay", "kept/train"}), cwd);
   INFO(old.err);
   CHECK(old.exit_code == 0);
+  CHECK_THAT(old.out, Contains("e-41") && Contains("replay: identical"));
   CHECK(denormals("kept/train/replay") == "keep");
-  // The command line wins over the folder.
+  const ProcessResult stored =
+      run_cli(with_probe({"--quiet", "--threads", "1", "--replay", "runs/train"}), cwd);
+  CHECK_THAT(stored.out, Contains("0.0\n") && Contains("replay: identical"));
+  // The command line wins over the folder for a replay, a fresh run; a resume must continue in
+  // the mode the run was trained in.
   const ProcessResult asked =
       run_cli({"--quiet", "--threads", "1", "--denormals", "keep", "--replay", "runs/train"}, cwd);
   CHECK(asked.exit_code == 0);
-  CHECK(denormals("runs/train/replay") == "keep");
+  CHECK(denormals("runs/train/replay-1") == "keep");
+  const ProcessResult resumed = run_cli({"--denormals", "keep", "--resume", "runs/train"}, cwd);
+  CHECK(resumed.exit_code == 2);
+  CHECK_THAT(resumed.err, Contains("was trained with --denormals flush; resume it in that mode"));
 
   const ProcessResult bad = run_cli({"--denormals", "fast", "-e", "x = 1"}, cwd);
   CHECK(bad.exit_code == 2);

@@ -29,6 +29,7 @@ fs::path written_run(const TempDir& root, const TempDir& scripts) {
   origin.seed = 7;
   origin.device = "cpu";
   origin.threads = 2;
+  origin.flush_denormals = true;
   const RunDefinition run{{{"mixer", "lstm"}}, {{"task", "parity"}}, {}, {{"steps", 10}}};
   fs::create_directories(root / "sweep");  // as ms.sweep makes it
   return start_run(root.path(), "sweep/parity", nullptr, origin, run).folder.path();
