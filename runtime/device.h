@@ -25,10 +25,9 @@ void set_threads(int threads);
 // assist of about a hundred cycles: a Mamba trained on MQAR, whose scan products underflow,
 // trains four times slower with them kept. The mode is per thread, and a thread starts with the
 // mode of the thread that starts it: set on the main thread before libtorch starts its intra-op
-// pool (at its first parallel operation), it holds in every thread. (A parallel_for here cannot
-// reach the pool's threads: memscript is compiled without OpenMP, so libtorch's inline
-// parallel_for runs on the calling thread in memscript's code.) Returns false when this CPU
-// cannot flush (only x86 with DAZ can), in which case subnormals stay as they are.
+// pool (at its first parallel operation), it holds in every thread; main() does so before it
+// runs anything. Returns false when this CPU cannot flush (only x86 with DAZ can), in which
+// case subnormals stay as they are.
 bool flush_denormals(bool flush);
 
 // Starts the thread pool now rather than at the first parallel operation, so that its stacks
