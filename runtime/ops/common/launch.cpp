@@ -14,7 +14,9 @@ constexpr int64_t kStepsPerTask = 1 << 14;
 void parallel_over(int64_t items, int64_t steps_per_item,
                    const std::function<void(int64_t, int64_t)>& body) {
   const int64_t grain = std::max<int64_t>(1, kStepsPerTask / std::max<int64_t>(1, steps_per_item));
-  at::parallel_for(0, items, grain, body);
+  // A lambda of this file's own: no file compiled without OpenMP can instantiate the same
+  // parallel_for and have the linker keep its serial copy.
+  at::parallel_for(0, items, grain, [&body](int64_t begin, int64_t end) { body(begin, end); });
 }
 
 void* cuda_stream_of([[maybe_unused]] const torch::Tensor& tensor) {

@@ -11,7 +11,8 @@ namespace memscript::ops {
 // Runs body(begin, end) over [0, items) on the intra-op pool. `steps_per_item` (recurrence
 // steps, or multiply-adds, per item) sizes the chunks so that small work does not pay the
 // pool's overhead. Each item writes only its own
-// outputs, so the result does not depend on how the range is split.
+// outputs, so the result does not depend on how the range is split. Kernels call this, never
+// at::parallel_for: only this file is compiled with OpenMP (runtime/CMakeLists.txt).
 void parallel_over(int64_t items, int64_t steps_per_item,
                    const std::function<void(int64_t, int64_t)>& body);
 
