@@ -138,9 +138,8 @@ int parse_threads(const std::string& text) {
 }
 
 bool parse_denormals(const std::string& text) {
-  if (text != "flush" && text != "keep")
-    throw UsageError("--denormals expects flush or keep, got '" + text + "'");
-  return text == "flush";
+  if (const std::optional<bool> flush = memscript::denormals_flush(text)) return *flush;
+  throw UsageError("--denormals expects flush or keep, got '" + text + "'");
 }
 
 double parse_seconds(const std::string& text) {

@@ -40,7 +40,7 @@ Rerun prepare_rerun(const fs::path& run, bool replay, const ExplicitSettings& gi
   // A run resumed in another mode would end with numbers neither mode gives.
   if (!replay && given.denormals && settings.flush_denormals != stored.flush_denormals) {
     throw UserError("--resume: " + run.string() + " was trained with --denormals " +
-                    (stored.flush_denormals ? "flush" : "keep") +
+                    denormals_name(stored.flush_denormals) +
                     "; resume it in that mode (leave out --denormals)");
   }
   apply_stored_settings(stored, given, settings);

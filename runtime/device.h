@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace memscript {
@@ -29,6 +30,13 @@ void set_threads(int threads);
 // runs anything. Returns false when this CPU cannot flush (only x86 with DAZ can), in which
 // case subnormals stay as they are.
 bool flush_denormals(bool flush);
+
+// The modes as --denormals and config.json's "denormals" name them: "flush" (true), "keep".
+inline const char* denormals_name(bool flush) { return flush ? "flush" : "keep"; }
+inline std::optional<bool> denormals_flush(const std::string& name) {
+  if (name == "flush" || name == "keep") return name == "flush";
+  return std::nullopt;
+}
 
 // Starts the thread pool now rather than at the first parallel operation, so that its stacks
 // are in place before --max-memory caps the process's data.

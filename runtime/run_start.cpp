@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "runtime/device.h"
 #include "runtime/options.h"
 #include "runtime/run_layout.h"
 
@@ -83,7 +84,7 @@ nlohmann::json run_config(const RunOrigin& origin, const std::string& out,
           {"seed", origin.seed},
           {"device", origin.device},
           {"threads", origin.threads},
-          {"denormals", origin.flush_denormals ? "flush" : "keep"},
+          {"denormals", denormals_name(origin.flush_denormals)},
           {"params", origin.params},
           {"model", run.model},
           {"task", run.task},

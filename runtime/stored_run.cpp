@@ -120,9 +120,9 @@ void read_settings(const nlohmann::json& config, StoredRun& run) {
   }
   // Run folders written before memscript recorded the mode computed with subnormals kept.
   const std::string denormals = stored<std::string>(config, run, "denormals", "a string", "keep");
-  if (denormals != "flush" && denormals != "keep")
-    run.fail("denormals", "= \"" + denormals + "\" must be \"flush\" or \"keep\"");
-  run.flush_denormals = denormals == "flush";
+  const std::optional<bool> flush = denormals_flush(denormals);
+  if (!flush) run.fail("denormals", "= \"" + denormals + "\" must be \"flush\" or \"keep\"");
+  run.flush_denormals = *flush;
   run.params =
       stored<std::map<std::string, std::string>>(config, run, "params", "an object of strings", {});
 }
