@@ -81,7 +81,9 @@ end
 local function cell(s)
   if not s then return "–" end
   if not s.low then return string.format("%.3f (n = 1)", s.mean) end
-  return string.format("**%.3f** · %.3f [%.3f, %.3f]", s.max, s.mean, s.low, s.high)
+  -- Clipped to scaled accuracy's range as report.md clips it: the t interval can pass 1.
+  return string.format("**%.3f** · %.3f [%.3f, %.3f]", s.max, s.mean, math.max(-1, s.low),
+                       math.min(1, s.high))
 end
 
 if next(found) and not ms.dry_run then
