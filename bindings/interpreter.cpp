@@ -101,9 +101,9 @@ int Interpreter::call_chunk(int arguments) {
 
 int Interpreter::run_file(const std::filesystem::path& script,
                           const std::vector<std::string>& args) {
-  session_.script = script;
+  session_.script.path = script;
   set_arg_table(L_, script.string(), args);
-  const int status = luaL_loadfilex(L_, script.c_str(), "t");
+  const int status = load_source_file(L_, script, session_.script.text);
   if (status != LUA_OK) return report_failure(status);
   for (const std::string& arg : args) lua_pushstring(L_, arg.c_str());
   return call_chunk(static_cast<int>(args.size()));

@@ -136,7 +136,7 @@ int count_runs(lua_State* L) {
 // _sweep.script() and _sweep.command_line(): asked when a sweep runs, since the module is
 // loaded before the interpreter knows its script.
 int script_path(lua_State* L) {
-  const std::string script = session(L).script.string();
+  const std::string script = session(L).script.path.string();
   lua_pushlstring(L, script.data(), script.size());
   return 1;
 }

@@ -33,7 +33,7 @@ void check_model_fits_task(const DecoderImpl& model, const Task& task) {
 
 // A run name is a relative path inside the output root: no "..", not absolute.
 std::string checked_run_name(Options& options, const Session& current) {
-  std::string fallback = current.script.empty() ? "run" : current.script.stem().string();
+  std::string fallback = current.script.path.empty() ? "run" : current.script.path.stem().string();
   const std::string name = options.optional_string("out").value_or(fallback);
   if (!is_relative_below(name)) {
     options.fail("out", "= \"" + name + "\" must be a relative name inside the output folder " +

@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "bindings/error.h"
 #include "runtime/run_folder.h"
@@ -243,6 +245,31 @@ void sandbox_string(lua_State* L) {
 
 // --- require -------------------------------------------------------------------------------
 
+}  // namespace
+
+int load_source_file(lua_State* L, const fs::path& path, std::string& text) {
+  std::optional<std::string> read = read_regular_file(path);
+  if (!read) {
+    lua_pushfstring(L, "cannot read %s: not a readable regular file of at most 256 MiB",
+                    path.c_str());
+    return LUA_ERRFILE;
+  }
+  text = std::move(*read);
+  std::string_view code(text);
+  if (code.substr(0, 3) == "\xEF\xBB\xBF") code.remove_prefix(3);
+  if (!code.empty() && code.front() == '#') {
+    // A "#!" line: skipped as Lua's own loader skips it, its newline kept for line numbers.
+    const size_t end = code.find('\n');
+    code = end == std::string_view::npos ? std::string_view() : code.substr(end);
+  }
+  // Appended, not "@" + path: GCC 12 warns falsely on a literal plus a temporary string.
+  std::string name = "@";
+  name += path.string();
+  return luaL_loadbufferx(L, code.data(), code.size(), name.c_str(), "t");
+}
+
+namespace {
+
 int search_module(lua_State* L) {
   const std::string name = string_argument(L, 1);
   Session& current = session(L);
@@ -257,7 +284,8 @@ int search_module(lua_State* L) {
                     name.c_str());
     return 1;
   }
-  const fs::path script_dir = current.script.empty() ? fs::path(".") : current.script.parent_path();
+  const fs::path script_dir =
+      current.script.path.empty() ? fs::path(".") : current.script.path.parent_path();
   const fs::path folders[] = {current.settings.stdlib_dir,
                               script_dir.empty() ? fs::path(".") : script_dir};
   std::string tried;
@@ -268,12 +296,13 @@ int search_module(lua_State* L) {
         tried += "\n\tno file '" + candidate.string() + "'";
         continue;
       }
-      if (luaL_loadfilex(L, candidate.c_str(), "t") != LUA_OK) {
+      std::string text;
+      if (load_source_file(L, candidate, text) != LUA_OK) {
         const std::string message = lua_tostring(L, -1);
         throw std::runtime_error("error loading module '" + name + "' from file '" +
                                  candidate.string() + "':\n\t" + message);
       }
-      if (f == 1) current.required.push_back(candidate);
+      if (f == 1) current.required.push_back({candidate, std::move(text)});
       lua_pushstring(L, candidate.c_str());
       return 2;
     }

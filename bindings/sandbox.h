@@ -2,6 +2,7 @@
 
 #include <lua.hpp>
 
+#include <filesystem>
 #include <string>
 
 #include "bindings/session.h"
@@ -13,8 +14,13 @@ namespace memscript::lua {
 void open_libraries(lua_State* L, bool unsafe);
 
 // `require` finds the stdlib, then the script's own folder (text chunks only), and records
-// the script's modules so the run folder can keep a copy.
+// the script's modules as it read them so the run folder can keep a copy.
 void install_searcher(lua_State* L, const Session& session);
+
+// Loads the Lua text file `path` as luaL_loadfilex(L, path, "t") does (a UTF-8 BOM and a first
+// line starting with '#' skipped, line numbers kept) from one read of it, whose bytes go to
+// `text`: what the run folder copies is then what ran. On failure pushes the message.
+int load_source_file(lua_State* L, const std::filesystem::path& path, std::string& text);
 
 // Scripts shared by others run with: no os.execute, io.popen, package.loadlib, C modules,
 // binary chunks, debug or string.dump; writes (io.open for writing, io.output, os.remove,

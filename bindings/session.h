@@ -42,8 +42,8 @@ struct Settings {
 
 struct Session {
   Settings settings;
-  std::filesystem::path script;                 // empty for -e code and the REPL
-  std::vector<std::filesystem::path> required;  // the script's own modules, in load order
+  SourceFile script;                 // as read; path empty for -e code and the REPL
+  std::vector<SourceFile> required;  // the script's own modules as read, in load order
   std::set<std::string> params_read;
   bool usage_error = false;      // an error that is the command line's fault
   std::optional<int> exit_code;  // set by os.exit in the sandbox

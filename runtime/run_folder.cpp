@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <sstream>
 
 #include "runtime/options.h"
@@ -184,13 +183,6 @@ void RunFolder::write(const std::string& relative, const std::string& content) c
   if (error)
     throw UserError("cannot create " + target.parent_path().string() + ": " + error.message());
   write_file_atomic(target, content);
-}
-
-void RunFolder::copy_in(const fs::path& source, const std::string& relative) const {
-  std::ifstream in(source, std::ios::binary);
-  if (!in) throw UserError("cannot read " + source.string() + " to copy it into the run folder");
-  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  write(relative, content);
 }
 
 LineLog::LineLog(const RunFolder* folder, std::string relative, std::string header)

@@ -43,7 +43,6 @@ class RunFolder {
   // Writes `relative` (which may name a subfolder) inside the run folder. Refuses a name that
   // leaves the folder, lexically or through a symlink found inside it.
   void write(const std::string& relative, const std::string& content) const;
-  void copy_in(const std::filesystem::path& source, const std::string& relative) const;
 
  private:
   explicit RunFolder(std::filesystem::path path) : path_(std::move(path)) {}

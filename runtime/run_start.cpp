@@ -13,15 +13,16 @@ namespace fs = std::filesystem;
 namespace {
 
 void copy_scripts(const RunFolder& folder, const RunOrigin& origin) {
-  if (origin.script.empty()) return;
-  const fs::path base = origin.script.parent_path();
-  folder.copy_in(origin.script,
-                 std::string(run_layout::kScripts) + "/" + origin.script.filename().string());
-  for (const fs::path& module : origin.modules) {
+  if (origin.script.path.empty()) return;
+  const fs::path base = origin.script.path.parent_path();
+  folder.write(std::string(run_layout::kScripts) + "/" + origin.script.path.filename().string(),
+               origin.script.text);
+  for (const SourceFile& module : origin.modules) {
     // Lexically: a module is found as <script folder>/<name>, and is copied under that name
     // even when it is a symlink to elsewhere.
-    folder.copy_in(module, std::string(run_layout::kScripts) + "/" +
-                               module.lexically_relative(base.empty() ? "." : base).string());
+    folder.write(std::string(run_layout::kScripts) + "/" +
+                     module.path.lexically_relative(base.empty() ? "." : base).string(),
+                 module.text);
   }
 }
 
@@ -78,7 +79,7 @@ nlohmann::json run_config(const RunOrigin& origin, const std::string& out,
                           const RunDefinition& run) {
   return {{"versions", origin.versions},
           {"command_line", origin.command_line},
-          {"script", origin.script.filename().string()},
+          {"script", origin.script.path.filename().string()},
           {"script_args", origin.script_args},
           {"out", out},
           {"seed", origin.seed},

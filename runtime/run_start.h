@@ -24,14 +24,21 @@ struct RunTarget {
   bool resume = false;           // continue from the folder's checkpoint (else: train afresh)
 };
 
+// A Lua file as the interpreter read it: the run folder keeps these bytes, not what the file
+// holds when a run starts, so a script edited while its sweep runs cannot pass for what ran.
+struct SourceFile {
+  std::filesystem::path path;
+  std::string text;
+};
+
 // How memscript was called, as config.json records it for a re-run.
 struct RunOrigin {
-  nlohmann::json versions;                     // the libraries', the interpreter's
-  std::vector<std::string> command_line;       // as typed
-  std::filesystem::path script;                // empty for -e code and the REPL
-  std::vector<std::filesystem::path> modules;  // the script's own modules, copied beside it
-  std::vector<std::string> script_args;        // so --resume can pass them again
-  std::map<std::string, std::string> params;   // --set key=value
+  nlohmann::json versions;                    // the libraries', the interpreter's
+  std::vector<std::string> command_line;      // as typed
+  SourceFile script;                          // path empty for -e code and the REPL
+  std::vector<SourceFile> modules;            // the script's own modules, copied beside it
+  std::vector<std::string> script_args;       // so --resume can pass them again
+  std::map<std::string, std::string> params;  // --set key=value
   uint64_t seed = 0;
   std::string device;
   int threads = 0;

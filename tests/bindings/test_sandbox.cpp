@@ -99,6 +99,51 @@ TEST_CASE("require finds the stdlib and the script's own folder, and records the
   CHECK(status == 0);
 }
 
+TEST_CASE("the run folder keeps the script and modules as they were read, not as edited since") {
+  TempDir out;
+  const fs::path src = out / "runs/src";
+  fs::create_directories(src);
+  // The script edits itself and its module before it trains, as a user's editor may while a
+  // sweep runs; a "#!" line and a BOM-less UTF-8 comment are kept byte for byte.
+  const std::string script =
+      "#!/usr/bin/env memscript\n"
+      "-- exp: train once — after editing this file and the module\n"
+      "local helper = require 'lib.helper'\n"
+      "local dir = ...\n"
+      "for _, name in ipairs({ '/exp.lua', '/lib/helper.lua' }) do\n"
+      "  local f = assert(io.open(dir .. name, 'w')) f:write('-- edited\\n') f:close()\n"
+      "end\n"
+      "local parity = ms.task.parity{ ones = { min = 1, max = 4 } }\n"
+      "ms.train{ model = ms.model.decoder{ mixer = 'lstm', layers = 1, d_model = 8,\n"
+      "                                    task = parity },\n"
+      "          task = parity, steps = helper.steps, batch = 4, length = 8,\n"
+      "          optimizer = ms.optim.adamw{ lr = 1e-3 }, out = 'tiny' }\n";
+  const std::string module = "return { steps = 2 }\n";
+  out.write("runs/src/exp.lua", script);
+  fs::create_directories(src / "lib");
+  out.write("runs/src/lib/helper.lua", module);
+  memscript::lua::Interpreter interpreter(test_settings(out));
+  const int status = interpreter.run_file(src / "exp.lua", {src.string()});
+  INFO(interpreter.last_error());
+  REQUIRE(status == 0);
+  CHECK(read_file(src / "exp.lua") == "-- edited\n");
+  CHECK(read_file(out / "runs/tiny/script/exp.lua") == script);
+  CHECK(read_file(out / "runs/tiny/script/lib/helper.lua") == module);
+}
+
+TEST_CASE("a script's line numbers count its \"#!\" line, as Lua's own loader does") {
+  TempDir out;
+  fs::create_directories(out / "runs");
+  out.write("runs/bang.lua", "#!/usr/bin/env memscript\nlocal x = 1\nerror('line three')\n");
+  out.write("runs/bom.lua", "\xEF\xBB\xBFlocal x = 1\nerror('line two')\n");
+  memscript::lua::Interpreter bang(test_settings(out));
+  CHECK(bang.run_file(out / "runs/bang.lua", {}) == 1);
+  CHECK_THAT(bang.last_error(), Contains("bang.lua:3: line three"));
+  memscript::lua::Interpreter bom(test_settings(out));
+  CHECK(bom.run_file(out / "runs/bom.lua", {}) == 1);
+  CHECK_THAT(bom.last_error(), Contains("bom.lua:2: line two"));
+}
+
 TEST_CASE("pcall and coroutine.close stay yieldable and keep their results under the sandbox") {
   REQUIRE_LUA_OK(
       "local co = coroutine.wrap(function() local ok, v = pcall(coroutine.yield, 1) return ok, v "

@@ -25,8 +25,8 @@ RunOrigin origin_with_script(const TempDir& scripts) {
   RunOrigin origin;
   origin.versions = {{"memscript", "test"}};
   origin.command_line = {"memscript", "exp.lua"};
-  origin.script = scripts.path() / "exp.lua";
-  origin.modules = {scripts.path() / "lib" / "helper.lua"};
+  origin.script = {scripts.path() / "exp.lua", "-- the script\n"};
+  origin.modules = {{scripts.path() / "lib" / "helper.lua", "-- a module\n"}};
   origin.params = {{"steps", "10"}};
   origin.seed = 7;
   origin.device = "cpu";
@@ -60,6 +60,10 @@ TEST_CASE("a new run gets its own folder, config.json and copies of the script a
   CHECK(config["train"] == kRun.train);
   CHECK(read_file(root / "parity/script/exp.lua") == "-- the script\n");
   CHECK(read_file(root / "parity/script/lib/helper.lua") == "-- a module\n");
+  // The copies are the texts the origin read, not what the files hold now.
+  scripts.write("exp.lua", "-- edited since\n");
+  const StartedRun edited = start_run(root.path(), "edited", nullptr, origin, kRun);
+  CHECK(read_file(root / "edited/script/exp.lua") == "-- the script\n");
   // The same name again: a fresh folder beside it, never the first one.
   const StartedRun second = start_run(root.path(), "parity", nullptr, origin, kRun);
   CHECK(second.folder.path() == root / "parity-1");

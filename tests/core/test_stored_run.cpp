@@ -23,7 +23,7 @@ fs::path written_run(const TempDir& root, const TempDir& scripts) {
   scripts.write("exp.lua", "-- the script\n");
   RunOrigin origin;
   origin.command_line = {"memscript", "exp.lua", "a"};
-  origin.script = scripts.path() / "exp.lua";
+  origin.script = {scripts.path() / "exp.lua", "-- the script\n"};
   origin.script_args = {"a"};
   origin.params = {{"steps", "10"}};
   origin.seed = 7;
