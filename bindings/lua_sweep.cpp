@@ -2,6 +2,7 @@
 
 #include "bindings/lua_sweep.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -438,15 +439,37 @@ int plot_binding(lua_State* L) {
   return 1;
 }
 
-// ms.seed_stats{ values = {…} }: what ms.report gives over the seeds of a cell, for numbers a
-// script measures itself: { n, mean, low, high (the 95% Student-t interval; absent below two
-// values), min, max (the best of seeds) }.
+// ms.seed_stats{ values = {…}, range = { low, high } }: what ms.report gives over the seeds of a
+// cell, for numbers a script measures itself: { n, mean, low, high (the 95% Student-t interval;
+// absent below two values), min, max (the best of seeds) }. With range, the metric's own bounds,
+// the interval is clipped to them as report.md clips accuracy's: a t interval can pass 1.
 int seed_stats_binding(lua_State* L) {
   Options options = read_options(L, 1, "ms.seed_stats");
   const std::vector<double> values = options.numbers("values", {});
+  const std::vector<double> range = options.numbers("range", {});
   options.finish();
-  const report::SeedStats stats = report::seed_stats(values);
+  if (!range.empty() && (range.size() != 2 || !(range[0] < range[1])))
+    options.fail("range", "must be { low, high } with low < high");
+  report::SeedStats stats = report::seed_stats(values);
   if (stats.n == 0) options.fail("values", "must hold at least one finite number");
+  if (!range.empty()) {
+    // A value past the range is the script's mistake, but not one rounding away from its edge:
+    // a scaled accuracy of (1 - 0.2) / 0.8 need not be exactly 1.
+    const double slack = 1e-9 * (range[1] - range[0]);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (std::isfinite(values[i]) &&
+          (values[i] < range[0] - slack || values[i] > range[1] + slack)) {
+        char text[128];
+        std::snprintf(text, sizeof text, "[%zu] = %.15g lies outside range { %.15g, %.15g }", i + 1,
+                      values[i], range[0], range[1]);
+        options.fail("values", text);
+      }
+    }
+    if (stats.n >= 2) {
+      stats.low = std::clamp(stats.low, range[0], range[1]);
+      stats.high = std::clamp(stats.high, range[0], range[1]);
+    }
+  }
   push_json(L, seed_stats_json(stats));
   return 1;
 }

@@ -81,10 +81,10 @@ end
 -- Over the seeds of each mixer: the mean at each number of pairs, its 95% interval (Student t,
 -- as ms.report gives; clipped to [0, 1] and drawn as a band) and the best seed.
 local function seed_summary(values)
-  local s = ms.seed_stats{ values = values }
+  local s = ms.seed_stats{ values = values, range = { 0, 1 } }
   if not s.low then return string.format("%.3f (n = 1)", s.mean), s.mean, s.mean, s.mean end
-  local low, high = math.max(0, s.low), math.min(1, s.high)
-  return string.format("%.3f [%.3f, %.3f] (%.3f)", s.mean, low, high, s.max), s.mean, low, high
+  return string.format("%.3f [%.3f, %.3f] (%.3f)", s.mean, s.low, s.high, s.max), s.mean, s.low,
+         s.high
 end
 
 local by_mixer, order = {}, {}

@@ -89,9 +89,8 @@ for _, key in ipairs(order) do
     most[#most + 1] = first_step(run.points, 0.9)
     finals[#finals + 1] = run.points[#run.points].accuracy
   end
-  local final = ms.seed_stats{ values = finals }
-  local interval = final.low and string.format(" [%.3f, %.3f]", math.max(0, final.low),
-                                               math.min(1, final.high)) or ""
+  local final = ms.seed_stats{ values = finals, range = { 0, 1 } }
+  local interval = final.low and string.format(" [%.3f, %.3f]", final.low, final.high) or ""
   rows[#rows + 1] = string.format("| %s | %d | %s | %s | %.3f%s | %.3f |", key, #runs,
                                   table.concat(half, ", "), table.concat(most, ", "),
                                   final.mean, interval, final.max)
@@ -105,10 +104,10 @@ for _, key in ipairs(order) do
       end
     end
     if #values == #runs then
-      local stats = ms.seed_stats{ values = values }
+      local stats = ms.seed_stats{ values = values, range = { 0, 1 } }
       x[#x + 1], y[#y + 1] = point.step, stats.mean
-      low[#low + 1] = math.max(0, stats.low or stats.mean)
-      high[#high + 1] = math.min(1, stats.high or stats.mean)
+      low[#low + 1] = stats.low or stats.mean
+      high[#high + 1] = stats.high or stats.mean
     end
   end
   lines[#lines + 1] = { label = key, x = x, y = y, low = low, high = high }

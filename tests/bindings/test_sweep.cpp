@@ -302,6 +302,14 @@ TEST_CASE("ms.seed_stats gives a script's own numbers ms.report's statistics ove
     assert(math.abs(s.low - 0.6515835) < 1e-6 and math.abs(s.high - 1.1484165) < 1e-6, s.low)
     local one = ms.seed_stats{ values = { 0.5 } }
     assert(one.n == 1 and one.mean == 0.5 and one.low == nil and one.high == nil)
+    -- range: the interval clipped to the metric's bounds, the rest as without it
+    local clipped = ms.seed_stats{ values = { 0.8, 0.9, 1.0 }, range = { 0, 1 } }
+    assert(clipped.high == 1 and clipped.low == s.low and clipped.mean == s.mean, clipped.high)
+    -- t(0.975, 2) as tabulated, 4.3027: high = -0.2 + 4.3027 * 0.05 / sqrt(3)
+    local low = ms.seed_stats{ values = { -0.25, -0.2, -0.15 }, range = { -0.25, 1 } }
+    assert(low.low == -0.25 and math.abs(low.high + 0.0757917) < 1e-6, low.high)
+    assert(ms.seed_stats{ values = { 1 }, range = { 0, 1 } }.low == nil)
+    assert(ms.seed_stats{ values = { 1 + 1e-15, 1 }, range = { 0, 1 } }.high == 1)  -- rounding
     local function fails(spec, pattern)
       local ok, err = pcall(ms.seed_stats, spec)
       assert(not ok and err:find(pattern, 1, true), tostring(err))
@@ -310,6 +318,10 @@ TEST_CASE("ms.seed_stats gives a script's own numbers ms.report's statistics ove
     fails({ values = { "a" } }, "option 'values'")
     fails({ values = { 0.5, 0 / 0 } }, "option 'values' must be in")
     fails({ value = { 1 } }, "unknown option 'value'")
+    fails({ values = { 0.5, 1.25 }, range = { 0, 1 } },
+          "option 'values' [2] = 1.25 lies outside range { 0, 1 }")
+    fails({ values = { 0.5 }, range = { 1, 0 } }, "option 'range' must be { low, high }")
+    fails({ values = { 0.5 }, range = { 0 } }, "option 'range' must be { low, high }")
   )lua");
   INFO(ran.error);
   CHECK(ran.code == 0);
