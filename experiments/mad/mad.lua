@@ -115,6 +115,9 @@ for _, task in ipairs(tasks) do
     if settings_kind == "all" or (settings_kind == "baseline" and i == 1) or
         named_settings[name] then
       setting.knobs.task = task.name
+      -- The fixed training set's seed follows the setting's place among its task's settings,
+      -- whatever else --set tasks and settings select: one setting, one training set.
+      setting.knobs.data_seed = 1000000 * i
       settings[name] = setting.knobs
       setting_names[#setting_names + 1] = name
       task.settings[#task.settings + 1] = name
@@ -209,10 +212,6 @@ local function build(mixer, task, seed)
   return ms.model.decoder(options)
 end
 
-local function data_seed(name)
-  for i, other in ipairs(setting_names) do if other == name then return 1000000 * i end end
-end
-
 -- A run's test scores, written before its status becomes "completed".
 local function result_file(out) return ms.out .. "/" .. out .. "/mad_test.csv" end
 local columns = { "step", "lr", "weight_decay", "train_accuracy", "accuracy", "recall",
@@ -238,7 +237,7 @@ local function train(p, lr, wd)
     return t
   end
   return ms.train{
-    model = model, task = training_set(train_task, s.train, data_seed(p.setting), length),
+    model = model, task = training_set(train_task, s.train, s.data_seed, length),
     steps = steps, batch = batch, length = length,
     optimizer = ms.optim.adamw{ lr = lr, weight_decay = wd, betas = { 0.9, 0.999 },
                                 decay = "cosine", min_lr = 1e-6 },
@@ -378,7 +377,7 @@ local function task_score(task, mixer)
   if #best_values > 0 then score.value = mean(best_values) end
   if #seeds_values[1] > 0 then
     score.seeds = ms.seed_stats{ values = { mean(seeds_values[1]), mean(seeds_values[2]),
-                                            mean(seeds_values[3]) } }
+                                            mean(seeds_values[3]) }, range = { 0, 1 } }
     score.seeds_done = #seeds_values[1]
   end
   return score
@@ -396,8 +395,7 @@ end
 local function interval(score)
   local s = score.seeds
   if not s then return "–" end
-  local text = string.format("%.1f [%.1f, %.1f]", 100 * s.mean, 100 * math.max(0, s.low),
-                             100 * math.min(1, s.high))
+  local text = string.format("%.1f [%.1f, %.1f]", 100 * s.mean, 100 * s.low, 100 * s.high)
   if score.seeds_done < score.total then
     text = text .. string.format(" (%d/%d)", score.seeds_done, score.total)
   end

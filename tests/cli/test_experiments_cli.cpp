@@ -432,6 +432,27 @@ TEST_CASE("experiment mad crosses MAD's blocks with memscript's, at any MLP widt
   CHECK_THAT(bad_bias.err, Contains("mlp_bias=no") && Contains("blocks, true, false"));
 }
 
+TEST_CASE("experiment mad trains a setting on one training set, whatever else runs beside it") {
+  // The fixed set's seed follows the setting's place among its task's settings, not among the
+  // settings --set selects: vocab-512 alone and after the baseline train on the same sequences.
+  const std::vector<std::string> common = {"tasks=memorization", "mixers=gpt", "lrs=1e-3", "wds=0",
+                                           "epochs=1",           "phase=grid"};
+  TempDir cwd;
+  std::vector<std::string> alone = common, both = common;
+  alone.push_back("settings=memorization.vocab-512");
+  both.push_back("settings=memorization.base,memorization.vocab-512");
+  for (const auto& [sets, out] : {std::pair{alone, "alone"}, std::pair{both, "both"}}) {
+    const auto r = run_experiment("mad/mad.lua", {"--quiet", "--threads", "1"}, sets, cwd, out);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  const std::string run =
+      "mad/setting=memorization.vocab-512,mixer=gpt,lr=0.001,weight_decay=0,seed=41/metrics.jsonl";
+  const std::string trained = read_file(cwd.path() / "alone" / run);
+  CHECK_THAT(trained, Contains("\"loss\""));
+  CHECK(trained == read_file(cwd.path() / "both" / run));
+}
+
 TEST_CASE("experiment mad runs the settings named in --set settings=, and refuses unknown ones") {
   TempDir cwd;
   const auto dry_run = [&](const std::vector<std::string>& sets) {
