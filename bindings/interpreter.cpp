@@ -174,12 +174,6 @@ int Interpreter::repl(std::FILE* in, bool interactive) {
   return kSuccess;
 }
 
-std::vector<std::string> Interpreter::unread_params() const {
-  std::vector<std::string> unread;
-  for (const auto& [key, value] : session_.settings.params) {
-    if (!session_.params_read.count(key)) unread.push_back(key);
-  }
-  return unread;
-}
+std::vector<std::string> Interpreter::unread_params() const { return session_.unread_params(); }
 
 }  // namespace memscript::lua

@@ -8,6 +8,7 @@
 
 #include "bindings/convert.h"
 #include "bindings/error.h"
+#include "bindings/interpreter.h"
 #include "bindings/session.h"
 #include "bindings/types.h"
 #include "runtime/run_folder.h"
@@ -282,6 +283,28 @@ void check_run_name_target(Options& options, const Session& current, const std::
   throw RunChecked{};
 }
 
+// A --set key the script has not read by the time it trains is most likely a misspelt one
+// (--set lr= for lrs=), and the training would run on the default: stop before the hours of
+// training, naming the keys the script did read, rather than warn after them. So a script
+// reads every parameter before its first ms.train. Ends the script as os.exit does, so that
+// a sweep stops too. A rerun (--resume, --replay) repeats a command line that already ran.
+void check_params_read(lua_State* L, const Session& current) {
+  if (current.settings.target) return;
+  const std::vector<std::string> unread = current.unread_params();
+  if (unread.empty()) return;
+  std::string keys, read;
+  for (const std::string& key : unread) keys += (keys.empty() ? "" : ", ") + key;
+  for (const std::string& key : current.params_read) read += (read.empty() ? "" : ", ") + key;
+  luaL_where(L, 1);
+  std::fprintf(stderr,
+               "memscript: %s--set %s: not read by the script (ms.param) before it trains; the "
+               "parameters it reads first: %s\n",
+               lua_tostring(L, -1), keys.c_str(), read.empty() ? "none" : read.c_str());
+  std::fflush(stderr);
+  lua_pop(L, 1);
+  throw ExitRequest{kUsageError};
+}
+
 bool is_target(const Session& current, const std::string& name) {
   return fs::path(name).lexically_normal() ==
          fs::path(current.settings.target->out).lexically_normal();
@@ -295,6 +318,7 @@ int train_binding(lua_State* L) {
   const Callbacks callbacks = take_callbacks(L);
   Options options = read_options(L, lua_type(L, 1) == LUA_TTABLE ? 2 : 1, "ms.train");
   Session& current = session(L);
+  check_params_read(L, current);
   const ModelRef model = options.object<DecoderImpl>("model", "a model from ms.model.decoder");
   const TaskRef task = options.object<Task>("task", "a task from ms.task");
   const OptimizerRef optimizer =

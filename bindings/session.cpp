@@ -20,6 +20,14 @@ void attach_session(lua_State* L, Session* session) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &kSessionKey);
 }
 
+std::vector<std::string> Session::unread_params() const {
+  std::vector<std::string> unread;
+  for (const auto& [key, value] : settings.params) {
+    if (!params_read.count(key)) unread.push_back(key);
+  }
+  return unread;
+}
+
 void* exit_sentinel() { return const_cast<char*>(&kExitSentinel); }
 
 void* checked_sentinel() { return const_cast<char*>(&kCheckedSentinel); }

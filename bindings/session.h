@@ -45,6 +45,8 @@ struct Session {
   SourceFile script;                 // as read; path empty for -e code and the REPL
   std::vector<SourceFile> required;  // the script's own modules as read, in load order
   std::set<std::string> params_read;
+  // --set keys not (yet) asked for with ms.param, in key order.
+  std::vector<std::string> unread_params() const;
   bool usage_error = false;      // an error that is the command line's fault
   std::optional<int> exit_code;  // set by os.exit in the sandbox
   long long planned_runs = 0;    // runs of every ms.sweep so far (all shards)

@@ -367,9 +367,12 @@ int run(int argc, char** argv) {
   } else if (!parsed.count("e")) {
     status = interpreter.repl(stdin, ::isatty(STDIN_FILENO));
   }
-  for (const std::string& key : interpreter.unread_params()) {
-    std::fprintf(stderr, "memscript: warning: --set %s was never read by the script (ms.param)\n",
-                 key.c_str());
+  // A usage error has already said what was wrong (ms.train names the keys it finds unread).
+  if (status != kUsageError) {
+    for (const std::string& key : interpreter.unread_params()) {
+      std::fprintf(stderr, "memscript: warning: --set %s was never read by the script (ms.param)\n",
+                   key.c_str());
+    }
   }
   const long long failed_runs = memscript::lua::session(interpreter.state()).failed_runs;
   if (status == kSuccess && failed_runs > 0) {

@@ -211,6 +211,32 @@ TEST_CASE("option --set values reach ms.param typed, and unread keys are reporte
   CHECK_THAT(bad_list.err, !Contains("traceback"));
 }
 
+TEST_CASE("a --set key the script has not read when it trains stops it before training") {
+  TempDir cwd;
+  // A misspelt key (for steps) would otherwise train on the default, reported only at the end.
+  const auto r = run_memscript({"--set", "step=3", kScripts + "/tiny_train.lua"}, cwd);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err == "memscript: " + kScripts +
+                     "/tiny_train.lua:4: --set step: not read by the script (ms.param) before it "
+                     "trains; the parameters it reads first: steps\n");
+  CHECK(r.out.empty());
+  CHECK_FALSE(fs::exists(cwd / "runs" / "tiny"));
+  const auto dry =
+      run_memscript({"--dry-run", "--set", "step=3", kScripts + "/tiny_train.lua"}, cwd);
+  CHECK(dry.exit_code == 2);
+  CHECK_THAT(dry.err, Contains("--set step: not read by the script"));
+  // A sweep stops at its first run instead of failing run after run.
+  const auto sweep = run_memscript({"--quiet", "--set", "steps=2", "--set", "reprt=false", "--set",
+                                    "mixer=lstm", kScripts + "/tiny_sweep.lua"},
+                                   cwd);
+  CHECK(sweep.exit_code == 2);
+  CHECK(count_lines(sweep.err) == 1);
+  CHECK_THAT(sweep.err, Contains("--set mixer, reprt: not read by the script (ms.param) before it "
+                                 "trains; the parameters it reads first: fail_flag, fail_mixer, "
+                                 "mixers, report, steps\n"));
+  CHECK_FALSE(fs::exists(cwd / "runs" / "tiny" / "mixer=lstm,seed=1" / "config.json"));
+}
+
 TEST_CASE("option --dry-run prints the plan and parameter counts and trains nothing") {
   TempDir cwd;
   const auto r = run_memscript({"--dry-run", kScripts + "/tiny_train.lua"}, cwd);

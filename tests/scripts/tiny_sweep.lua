@@ -10,6 +10,7 @@ if ms.param("mixers", 2) == 3 then mixers[3] = "mingru" end
 local fail_mixer = ms.param("fail_mixer", "none")
 local fail_flag = ms.param("fail_flag", "")
 local steps = ms.param("steps", 4)
+local report = ms.param("report", true) -- read before training, as every parameter
 
 local function should_fail(mixer)
   if mixer ~= fail_mixer then return false end
@@ -32,4 +33,4 @@ ms.sweep{
                      eval = { lengths = { 8, 12 }, batches = 1, batch = 4, every = 2 }, out = p.out }
   end,
 }
-if ms.param("report", true) then ms.report{ runs = "tiny" } end
+if report then ms.report{ runs = "tiny" } end
