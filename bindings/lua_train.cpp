@@ -292,14 +292,13 @@ void check_params_read(lua_State* L, const Session& current) {
   if (current.settings.target) return;
   const std::vector<std::string> unread = current.unread_params();
   if (unread.empty()) return;
-  std::string keys, read;
-  for (const std::string& key : unread) keys += (keys.empty() ? "" : ", ") + key;
-  for (const std::string& key : current.params_read) read += (read.empty() ? "" : ", ") + key;
+  const std::string read = join({current.params_read.begin(), current.params_read.end()}, ", ");
   luaL_where(L, 1);
   std::fprintf(stderr,
                "memscript: %s--set %s: not read by the script (ms.param) before it trains; the "
                "parameters it reads first: %s\n",
-               lua_tostring(L, -1), keys.c_str(), read.empty() ? "none" : read.c_str());
+               lua_tostring(L, -1), join(unread, ", ").c_str(),
+               read.empty() ? "none" : read.c_str());
   std::fflush(stderr);
   lua_pop(L, 1);
   throw ExitRequest{kUsageError};
