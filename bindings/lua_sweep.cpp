@@ -134,6 +134,14 @@ int count_runs(lua_State* L) {
   return 0;
 }
 
+// _sweep.usage_error(): whether an error raised was the command line's fault (a --set value
+// the script cannot take, a --set key it never read). Every run would fail alike, so the sweep
+// stops there rather than count one failed run after another.
+int usage_error_raised(lua_State* L) {
+  lua_pushboolean(L, session(L).usage_error);
+  return 1;
+}
+
 // _sweep.script() and _sweep.command_line(): asked when a sweep runs, since the module is
 // loaded before the interpreter knows its script.
 int script_path(lua_State* L) {
@@ -275,6 +283,7 @@ void push_sweep_helpers(lua_State* L) {
   set_function(L, "exists", protect<path_exists>);
   set_function(L, "count", protect<count_runs>);
   set_function(L, "check", protect<set_checking>);
+  set_function(L, "usage_error", protect<usage_error_raised>);
   lua_pushlightuserdata(L, checked_sentinel());  // what ms.train raises when a check passed
   lua_setfield(L, -2, "checked");
   if (settings.shard_count > 0) {

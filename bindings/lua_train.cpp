@@ -286,22 +286,18 @@ void check_run_name_target(Options& options, const Session& current, const std::
 // A --set key the script has not read by the time it trains is most likely a misspelt one
 // (--set lr= for lrs=), and the training would run on the default: stop before the hours of
 // training, naming the keys the script did read, rather than warn after them. So a script
-// reads every parameter before its first ms.train. Ends the script as os.exit does, so that
-// a sweep stops too. A rerun (--resume, --replay) repeats a command line that already ran.
-void check_params_read(lua_State* L, const Session& current) {
+// reads every parameter before its first ms.train. A usage error, so a sweep stops at its
+// first run. A rerun (--resume, --replay) repeats a command line that already ran.
+void check_params_read(Session& current) {
   if (current.settings.target) return;
   const std::vector<std::string> unread = current.unread_params();
   if (unread.empty()) return;
   const std::string read = join({current.params_read.begin(), current.params_read.end()}, ", ");
-  luaL_where(L, 1);
-  std::fprintf(stderr,
-               "memscript: %s--set %s: not read by the script (ms.param) before it trains; the "
-               "parameters it reads first: %s\n",
-               lua_tostring(L, -1), join(unread, ", ").c_str(),
-               read.empty() ? "none" : read.c_str());
-  std::fflush(stderr);
-  lua_pop(L, 1);
-  throw ExitRequest{kUsageError};
+  current.usage_error = true;
+  throw UserError("--set " + join(unread, ", ") +
+                  ": not read by the script (ms.param) before it trains; the parameters it "
+                  "reads first: " +
+                  (read.empty() ? "none" : read));
 }
 
 bool is_target(const Session& current, const std::string& name) {
@@ -317,7 +313,7 @@ int train_binding(lua_State* L) {
   const Callbacks callbacks = take_callbacks(L);
   Options options = read_options(L, lua_type(L, 1) == LUA_TTABLE ? 2 : 1, "ms.train");
   Session& current = session(L);
-  check_params_read(L, current);
+  check_params_read(current);
   const ModelRef model = options.object<DecoderImpl>("model", "a model from ms.model.decoder");
   const TaskRef task = options.object<Task>("task", "a task from ms.task");
   const OptimizerRef optimizer =

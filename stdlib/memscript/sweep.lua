@@ -226,6 +226,12 @@ return function(ms)
     return tostring(err)
   end
 
+  -- os.exit unwinds the script, and a usage error (a --set value the script cannot take, a
+  -- --set key it has not read) would fail every run alike: both end the sweep, not one run.
+  local function stop_on_exit_or_usage(err)
+    if type(err) == "userdata" or helpers.usage_error() then error(err, 0) end
+  end
+
   -- Returns the outcome ("completed", "skipped", "busy" or "failed") and the run's result or
   -- error message.
   local function execute(spec, run)
@@ -233,7 +239,7 @@ return function(ms)
     local folder = ms.out .. "/" .. run.out
     if ms.dry_run or rerun_target(run) then -- a rerun continues the folder as it is
       local ok, result = pcall(spec.run, run.params)
-      if not ok and type(result) == "userdata" then error(result, 0) end
+      if not ok then stop_on_exit_or_usage(result) end
       return ok and "completed" or "failed", ok and result or message_of(result)
     end
     if complete(status_of(folder)) then
@@ -259,7 +265,7 @@ return function(ms)
     end
     local ok, result = pcall(spec.run, run.params)
     lock:release()
-    if not ok and type(result) == "userdata" then error(result, 0) end -- os.exit: let it unwind
+    if not ok then stop_on_exit_or_usage(result) end
     return ok and "completed" or "failed", ok and result or message_of(result)
   end
 

@@ -232,9 +232,22 @@ TEST_CASE("a --set key the script has not read when it trains stops it before tr
   CHECK(sweep.exit_code == 2);
   CHECK(count_lines(sweep.err) == 1);
   CHECK_THAT(sweep.err, Contains("--set mixer, reprt: not read by the script (ms.param) before it "
-                                 "trains; the parameters it reads first: fail_flag, fail_mixer, "
-                                 "mixers, report, steps\n"));
+                                 "trains; the parameters it reads first: d_model, fail_flag, "
+                                 "fail_mixer, mixers, report, steps\n"));
   CHECK_FALSE(fs::exists(cwd / "runs" / "tiny" / "mixer=lstm,seed=1" / "config.json"));
+}
+
+TEST_CASE("a sweep stops at a --set value its run function cannot take") {
+  TempDir cwd;
+  // Every run would fail alike: one line and exit 2, not a failed run after another.
+  const auto r = run_memscript(
+      {"--quiet", "--set", "d_model=wide", "--set", "report=false", kScripts + "/tiny_sweep.lua"},
+      cwd);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err ==
+        "memscript: " + kScripts + "/tiny_sweep.lua:30: --set d_model=wide: expected an integer\n");
+  CHECK_FALSE(fs::exists(cwd / "runs" / "tiny" / "mixer=lstm,seed=1"));
+  CHECK_FALSE(fs::exists(cwd / "runs" / "tiny" / "mixer=qlstm,seed=1"));
 }
 
 TEST_CASE("option --dry-run prints the plan and parameter counts and trains nothing") {

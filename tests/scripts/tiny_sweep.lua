@@ -4,6 +4,7 @@
 --   --set fail_flag=FILE   ... but only while FILE exists (to fail first, then be resubmitted)
 --   --set report=false     no ms.report at the end
 --   --set steps=N          trains N steps (4)
+--   --set d_model=N        the model's width (8), read inside the run function
 local parity = ms.task.parity{ ones = { min = 1, max = 3 } }
 local mixers = { "lstm", "qlstm" }
 if ms.param("mixers", 2) == 3 then mixers[3] = "mingru" end
@@ -26,7 +27,8 @@ ms.sweep{
   seeds = { 1, 2 },
   run = function(p)
     if should_fail(p.mixer) then error("asked to fail: " .. p.mixer) end
-    local model = ms.model.decoder{ mixer = p.mixer, layers = 1, d_model = 8, heads = 1,
+    local d_model = ms.param("d_model", 8) -- a run function may read a parameter itself
+    local model = ms.model.decoder{ mixer = p.mixer, layers = 1, d_model = d_model, heads = 1,
                                     task = parity, seed = p.seed }
     return ms.train{ model = model, task = parity, steps = steps, batch = 4, length = 8,
                      seed = p.seed, optimizer = ms.optim.adamw{ lr = 1e-3 }, log_every = 1,
