@@ -1,5 +1,6 @@
 -- ms.sweep: one run per grid point and seed, in a fixed order, each under a name made from its
--- parameters; complete runs are skipped, a failing run is listed and the others go on.
+-- parameters; complete runs are skipped, a failing run is listed and the others go on (a usage
+-- error, the command line's fault, stops the sweep).
 -- The C++ side (ms._sweep) provides locks, moving folders aside and atomic writes; the
 -- report (ms.report) is C++ too and reads what this file writes into <root>/<sweep>/sweep.json.
 return function(ms)
