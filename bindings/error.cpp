@@ -67,6 +67,9 @@ void push_current_exception(lua_State* L) {
   } catch (const RunChecked&) {
     lua_pushlightuserdata(L, checked_sentinel());
     return;
+  } catch (const UsageError& error) {
+    session(L).usage_error = true;
+    message = error.what();
   } catch (const c10::Error& error) {
     // libtorch's own words, without its C++ backtrace and source location.
     message = one_line(error.what_without_backtrace());

@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/options.h"
+
 namespace memscript::lua {
 
 // An error raised by Lua code (a callback, a required module), carried through C++ frames.
@@ -21,6 +23,14 @@ namespace memscript::lua {
 class LuaError : public std::runtime_error {
  public:
   explicit LuaError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// An error that is the command line's fault (a --set value the script cannot take, a --set key
+// it never read). Crossing into Lua it marks the session (Session::usage_error), since the
+// type does not survive Lua frames: one line without a traceback, exit 2, and a sweep stops.
+class UsageError : public UserError {
+ public:
+  using UserError::UserError;
 };
 
 // Pushes the error message for the exception in flight, prefixed with the script position

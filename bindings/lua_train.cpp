@@ -288,16 +288,15 @@ void check_run_name_target(Options& options, const Session& current, const std::
 // training, naming the keys the script did read, rather than warn after them. So a script
 // reads every parameter before its first ms.train. A usage error, so a sweep stops at its
 // first run. A rerun (--resume, --replay) repeats a command line that already ran.
-void check_params_read(Session& current) {
+void check_params_read(const Session& current) {
   if (current.settings.target) return;
   const std::vector<std::string> unread = current.unread_params();
   if (unread.empty()) return;
   const std::string read = join({current.params_read.begin(), current.params_read.end()}, ", ");
-  current.usage_error = true;
-  throw UserError("--set " + join(unread, ", ") +
-                  ": not read by the script (ms.param) before it trains; the parameters it "
-                  "reads first: " +
-                  (read.empty() ? "none" : read));
+  throw UsageError("--set " + join(unread, ", ") +
+                   ": not read by the script (ms.param) before it trains; the parameters it "
+                   "reads first: " +
+                   (read.empty() ? "none" : read));
 }
 
 bool is_target(const Session& current, const std::string& name) {

@@ -21,10 +21,9 @@ bool parse_boolean(const std::string& text, bool& out) {
   return false;
 }
 
-[[noreturn]] void bad_param(lua_State* L, const std::string& key, const std::string& value,
+[[noreturn]] void bad_param(const std::string& key, const std::string& value,
                             const std::string& expected) {
-  session(L).usage_error = true;
-  throw UserError("--set " + key + "=" + value + ": expected " + expected);
+  throw UsageError("--set " + key + "=" + value + ": expected " + expected);
 }
 
 // Pushes text converted to the type of the value at index `like` (integer, number, boolean or
@@ -112,7 +111,7 @@ void push_list(lua_State* L, const std::string& key, const std::string& text, in
     item.erase(item.find_last_not_of(" \t") + 1);
     ++n;
     if (item.empty() || !push_typed(L, item, like))
-      bad_param(L, key, text,
+      bad_param(key, text,
                 std::string("a comma-separated list of ") + type_words(L, like, true) + " (item " +
                     std::to_string(n) + (item.empty() ? " is empty)" : " is '" + item + "')"));
     lua_rawseti(L, -2, n);
@@ -166,14 +165,14 @@ void check_choices(lua_State* L, const std::string& key, const std::string& text
                    const std::string& words) {
   const int value = lua_gettop(L);
   if (lua_type(L, value) != LUA_TTABLE) {
-    if (!is_choice(L, value, choices)) bad_param(L, key, text, "one of: " + words);
+    if (!is_choice(L, value, choices)) bad_param(key, text, "one of: " + words);
     return;
   }
   const lua_Integer n = static_cast<lua_Integer>(lua_rawlen(L, value));
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_rawgeti(L, value, i);
     if (!is_choice(L, lua_gettop(L), choices))
-      bad_param(L, key, text,
+      bad_param(key, text,
                 "a comma-separated list from: " + words + " (item " + std::to_string(i) + " is '" +
                     scalar_text(L, -1) + "')");
     lua_pop(L, 1);
@@ -190,7 +189,7 @@ void check_value(lua_State* L, const std::string& key, const std::string& text, 
   const std::string expected =
       lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "a value the script's check accepts";
   lua_pop(L, 2);
-  if (!accepted) bad_param(L, key, text, expected);
+  if (!accepted) bad_param(key, text, expected);
 }
 
 // ms.param(key, default [, choices | check]): the --set value of key, typed like default
@@ -227,7 +226,7 @@ int param(lua_State* L) {
   if (type == LUA_TTABLE) {
     push_list(L, key, text, 4);
   } else if (!push_typed(L, text, 2)) {
-    bad_param(L, key, text, type_words(L, 2, false));
+    bad_param(key, text, type_words(L, 2, false));
   }
   if (choices) check_choices(L, key, text, 3, words);
   if (rule == LUA_TFUNCTION) check_value(L, key, text, 3);

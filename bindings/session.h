@@ -47,7 +47,7 @@ struct Session {
   std::set<std::string> params_read;
   // --set keys not (yet) asked for with ms.param, in key order.
   std::vector<std::string> unread_params() const;
-  bool usage_error = false;      // an error that is the command line's fault
+  bool usage_error = false;      // a UsageError crossed into Lua (push_current_exception)
   std::optional<int> exit_code;  // set by os.exit in the sandbox
   long long planned_runs = 0;    // runs of every ms.sweep so far (all shards)
   long long failed_runs = 0;     // runs of this process's sweeps that failed
