@@ -113,14 +113,35 @@ int path_exists(lua_State* L) {
   return 1;
 }
 
-// _sweep.check(folder): ms.train compares with the complete run in folder instead of training
-// (Session::checking); _sweep.check(nil) ends that.
+// _sweep.check(folder [, "interrupted"]): ms.train compares with the run in folder instead of
+// training (Session::checking). _sweep.check(nil) ends that and returns how an interrupted
+// run differs from the one the script builds now (nil when it is the same).
 int set_checking(lua_State* L) {
   Session& current = session(L);
-  if (lua_isnoneornil(L, 1)) {
-    current.checking.reset();
-  } else {
+  if (!lua_isnoneornil(L, 1)) {
     current.checking = fs::path(string_at(L, 1, "the run folder"));
+    current.checking_interrupted =
+        lua_isstring(L, 2) && std::string(lua_tostring(L, 2)) == "interrupted";
+    current.check_difference.reset();
+    return 0;
+  }
+  const std::optional<std::string> difference = current.check_difference;
+  current.checking.reset();
+  current.checking_interrupted = false;
+  current.check_difference.reset();
+  if (!difference) return 0;
+  lua_pushlstring(L, difference->data(), difference->size());
+  return 1;
+}
+
+// _sweep.continue_run(folder): the run's ms.train resumes from the folder's checkpoint
+// (Session::continuing); _sweep.continue_run(nil) ends that.
+int set_continuing(lua_State* L) {
+  Session& current = session(L);
+  if (lua_isnoneornil(L, 1)) {
+    current.continuing.reset();
+  } else {
+    current.continuing = fs::path(string_at(L, 1, "the run folder"));
   }
   return 0;
 }
@@ -283,6 +304,7 @@ void push_sweep_helpers(lua_State* L) {
   set_function(L, "exists", protect<path_exists>);
   set_function(L, "count", protect<count_runs>);
   set_function(L, "check", protect<set_checking>);
+  set_function(L, "continue_run", protect<set_continuing>);
   set_function(L, "usage_error", protect<usage_error_raised>);
   lua_pushlightuserdata(L, checked_sentinel());  // what ms.train raises when a check passed
   lua_setfield(L, -2, "checked");

@@ -267,20 +267,34 @@ void check_run_name_target(Options& options, const Session& current, const std::
   }
 }
 
-// ms.sweep's check of a complete run (Session::checking): this call trains nothing. When it is
-// that run's call, what it would train must be what the folder holds; either way the check
-// stops here.
-[[noreturn]] void check_stored_run(const Session& current, const std::string& name,
+// ms.sweep's check of a stored run (Session::checking): this call trains nothing. When it is
+// that run's call, what it would train must be what the folder holds: a complete run that
+// differs is an error, an interrupted one's difference is left for ms.sweep. Either way the
+// check stops here.
+[[noreturn]] void check_stored_run(Session& current, const std::string& name,
                                    const RunDefinition& run) {
   const fs::path folder = (current.settings.output_root / name).lexically_normal();
   if (folder == current.checking->lexically_normal()) {
     if (const auto difference = run_difference(folder, run)) {
+      if (current.checking_interrupted) {
+        current.check_difference = *difference;
+        throw RunChecked{};
+      }
       throw UserError(folder.string() + " is complete, but not the run this invocation builds (" +
                       *difference +
                       "); give another --out, or move the folder away to train it again");
     }
   }
   throw RunChecked{};
+}
+
+// The folder this run trains in when it is not a new one: the --resume / --replay target, or
+// the interrupted run ms.sweep continues (Session::continuing).
+std::optional<RunTarget> existing_folder(const Session& current, const std::string& name) {
+  if (current.settings.target) return current.settings.target;
+  const fs::path folder = (current.settings.output_root / name).lexically_normal();
+  if (!current.continuing || folder != current.continuing->lexically_normal()) return std::nullopt;
+  return RunTarget{name, folder, true};
 }
 
 // A --set key the script has not read by the time it trains is most likely a misspelt one
@@ -343,10 +357,10 @@ int train_binding(lua_State* L) {
     return push_untrained_result(L, spec, "skipped");
   }
 
-  const StartedRun run =
-      start_run(current.settings.output_root, name,
-                current.settings.target ? &*current.settings.target : nullptr, run_origin(current),
-                {model->config(), task->config(), optimizer->config(), spec.config()});
+  const std::optional<RunTarget> target = existing_folder(current, name);
+  const StartedRun run = start_run(
+      current.settings.output_root, name, target ? &*target : nullptr, run_origin(current),
+      {model->config(), task->config(), optimizer->config(), spec.config()});
   const RunFolder& folder = run.folder;
   if (current.settings.target) current.target_trained = true;
   if (!current.settings.quiet) print_progress("run folder: " + folder.path().string());

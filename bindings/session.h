@@ -53,9 +53,16 @@ struct Session {
   long long failed_runs = 0;     // runs of this process's sweeps that failed
   bool target_trained = false;   // the ms.train call of settings.target ran
   bool training = false;         // inside ms.train: its loop, not Lua, stops at --max-seconds
-  // ms.sweep, before it skips a complete run: ms.train compares what it would train with the
-  // run stored in this folder and stops (RunChecked) instead of training.
+  // ms.sweep, before it skips a complete run or continues an interrupted one: ms.train
+  // compares what it would train with the run stored in this folder and stops (RunChecked)
+  // instead of training. A complete run that differs is an error; for an interrupted one
+  // (checking_interrupted) the difference is kept here for ms.sweep, which trains afresh.
   std::optional<std::filesystem::path> checking;
+  bool checking_interrupted = false;
+  std::optional<std::string> check_difference;
+  // ms.sweep continues the interrupted run in this folder: its ms.train resumes from the
+  // folder's checkpoint, as --resume does.
+  std::optional<std::filesystem::path> continuing;
   ScriptMixers mixers;  // ms.mixer.define
   // Held while the Lua state is open: a script mixer outliving it must not touch the state.
   std::shared_ptr<int> state_open = std::make_shared<int>(0);

@@ -1,6 +1,7 @@
 -- ms.sweep: one run per grid point and seed, in a fixed order, each under a name made from its
--- parameters; complete runs are skipped, a failing run is listed and the others go on (a usage
--- error, the command line's fault, stops the sweep).
+-- parameters; complete runs are skipped, interrupted ones continue from their checkpoint, a
+-- failing run is listed and the others go on (a usage error, the command line's fault, stops
+-- the sweep).
 -- The C++ side (ms._sweep) provides locks, moving folders aside and atomic writes; the
 -- report (ms.report) is C++ too and reads what this file writes into <root>/<sweep>/sweep.json.
 return function(ms)
@@ -222,6 +223,21 @@ return function(ms)
     if not ok and err ~= helpers.checked then error(err, 0) end
   end
 
+  -- Why the incomplete run in folder cannot be continued from its checkpoint, or nil when it
+  -- can: it was interrupted (SIGTERM, SIGINT, --max-seconds, a killed process) rather than
+  -- failed, and ms.train would train the very run stored there. spec.run is called as for a
+  -- complete run, and ms.train stops after comparing.
+  local function why_not_continue(spec, run, folder)
+    local status = status_of(folder) or ""
+    if status:match("^failed") then return status end
+    if not helpers.exists(folder .. "/config.json") then return "it has no config.json" end
+    helpers.check(folder, "interrupted")
+    local ok, err = pcall(spec.run, run.params)
+    local difference = helpers.check(nil)
+    if not ok and err ~= helpers.checked then error(err, 0) end
+    return difference and "not the run this invocation builds: " .. difference
+  end
+
   local function message_of(err)
     if type(err) == "string" then return err end
     return tostring(err)
@@ -231,6 +247,13 @@ return function(ms)
   -- --set key it has not read) would fail every run alike: both end the sweep, not one run.
   local function stop_on_exit_or_usage(err)
     if type(err) == "userdata" or helpers.usage_error() then error(err, 0) end
+  end
+
+  local function say(text)
+    if not helpers.quiet then
+      io.stderr:write(text, "\n")
+      io.stderr:flush()
+    end
   end
 
   -- Returns the outcome ("completed", "skipped", "busy" or "failed") and the run's result or
@@ -261,20 +284,27 @@ return function(ms)
         lock:release()
         return "busy"
       end
-      run.moved_to = helpers.move_aside(folder, sweep_folder .. "/.incomplete")
+      local ok, why_not = pcall(why_not_continue, spec, run, folder)
+      if not ok then
+        training:release()
+        lock:release()
+        error(why_not, 0)
+      end
+      if why_not then
+        run.moved_to = helpers.move_aside(folder, sweep_folder .. "/.incomplete")
+        say(string.format("sweep %s: %s is trained afresh (%s); the old folder is now %s",
+                          spec.name, run.name, why_not, run.moved_to))
+      else
+        say(string.format("sweep %s: %s continues from its checkpoint", spec.name, run.name))
+        helpers.continue_run(folder)
+      end
       training:release()
     end
     local ok, result = pcall(spec.run, run.params)
+    helpers.continue_run(nil)
     lock:release()
     if not ok then stop_on_exit_or_usage(result) end
     return ok and "completed" or "failed", ok and result or message_of(result)
-  end
-
-  local function say(text)
-    if not helpers.quiet then
-      io.stderr:write(text, "\n")
-      io.stderr:flush()
-    end
   end
 
   local function summarize(spec, outcome, total, own)

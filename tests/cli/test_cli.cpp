@@ -233,7 +233,7 @@ TEST_CASE("a --set key the script has not read when it trains stops it before tr
   CHECK(count_lines(sweep.err) == 1);
   CHECK_THAT(sweep.err, Contains("--set mixer, reprt: not read by the script (ms.param) before it "
                                  "trains; the parameters it reads first: d_model, fail_flag, "
-                                 "fail_mixer, mixers, report, steps\n"));
+                                 "fail_mixer, marker_at, mixers, report, slow, steps\n"));
   CHECK_FALSE(fs::exists(cwd / "runs" / "tiny" / "mixer=lstm,seed=1" / "config.json"));
 }
 
@@ -245,7 +245,7 @@ TEST_CASE("a sweep stops at a --set value its run function cannot take") {
       cwd);
   CHECK(r.exit_code == 2);
   CHECK(r.err ==
-        "memscript: " + kScripts + "/tiny_sweep.lua:30: --set d_model=wide: expected an integer\n");
+        "memscript: " + kScripts + "/tiny_sweep.lua:34: --set d_model=wide: expected an integer\n");
   CHECK_FALSE(fs::exists(cwd / "runs" / "tiny" / "mixer=lstm,seed=1"));
   CHECK_FALSE(fs::exists(cwd / "runs" / "tiny" / "mixer=qlstm,seed=1"));
 }

@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+
+#include <chrono>
 #include <set>
 #include <thread>
 
@@ -48,6 +51,28 @@ std::string last_accuracy(const fs::path& run, int length) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.4f", std::stod(found));
   return buffer;
+}
+
+// The tiny sweep into `out`, 40 steps a run, with `more` --set values.
+std::vector<std::string> sweep_args(const std::string& out, std::vector<std::string> more = {}) {
+  std::vector<std::string> args = {"--threads", "1",        "--out", out,
+                                   "--set",     "steps=40", "--set", "report=false"};
+  for (const std::string& set : more) {
+    args.push_back("--set");
+    args.push_back(set);
+  }
+  args.push_back(kTinySweep);
+  return args;
+}
+
+// Starts the tiny sweep into `out` and sends it SIGTERM at step 7 of its first run.
+ProcessResult terminate_first_run(const TempDir& cwd, const std::string& out) {
+  Child child(MEMSCRIPT_BINARY, sweep_args(out, {"marker_at=7", "slow=0.01"}), cwd.path());
+  for (int i = 0; i < 6000 && !fs::exists(cwd / out / "marker"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(fs::exists(cwd / out / "marker"));
+  child.signal(SIGTERM);
+  return child.wait();
 }
 
 const std::vector<std::string> kTinyRuns = {"mixer=lstm,seed=1", "mixer=lstm,seed=2",
@@ -213,4 +238,57 @@ TEST_CASE("replaying one run of a sweep re-runs only that run and finds the same
   CHECK(fs::last_write_time(sweep / "mixer=lstm,seed=2" / "metrics.jsonl") == other_time);
   CHECK_FALSE(fs::exists(sweep / ".incomplete"));
   CHECK(run_folders(sweep) == kTinyRuns);
+}
+
+TEST_CASE(
+    "a sweep continues an interrupted run from its checkpoint and trains a changed or "
+    "failed one afresh") {
+  TempDir cwd;
+  REQUIRE(run_cli(sweep_args("whole"), cwd).exit_code == 0);
+  const std::string first = "mixer=lstm,seed=1";
+
+  const ProcessResult stopped = terminate_first_run(cwd, "cut");
+  CHECK(stopped.exit_code == 143);
+  REQUIRE(read_file(cwd / "cut/tiny" / first / "status") == "interrupted\n");
+  CHECK(fs::is_regular_file(cwd / "cut/tiny" / first / "checkpoint.pt"));
+  const ProcessResult again = run_cli(sweep_args("cut"), cwd);
+  INFO(again.err);
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.err, Contains("sweep tiny: " + first + " continues from its checkpoint") &&
+                            Contains("resuming at step") && Contains("4 completed, 0 skipped"));
+  CHECK_FALSE(fs::exists(cwd / "cut/tiny/.incomplete"));
+  for (const std::string& run : kTinyRuns) {
+    INFO(run);
+    CHECK(first_line(cwd / "cut/tiny" / run / "status") == "completed");
+    for (const char* file : {"metrics.jsonl", "eval.csv", "eval_positions.csv"})
+      CHECK(read_file(cwd / "cut/tiny" / run / file) == read_file(cwd / "whole/tiny" / run / file));
+  }
+
+  // A run whose process was killed (status still "running", its lock free) continues too; a
+  // run that failed does not: it would fail the same way.
+  cwd.write("cut/tiny/mixer=lstm,seed=2/status", "running\n");
+  cwd.write("cut/tiny/mixer=qlstm,seed=2/status", "failed: out of patience\n");
+  const ProcessResult failed = run_cli(sweep_args("cut"), cwd);
+  INFO(failed.err);
+  CHECK(failed.exit_code == 0);
+  CHECK_THAT(failed.err, Contains("sweep tiny: mixer=lstm,seed=2 continues from its checkpoint") &&
+                             Contains("sweep tiny: mixer=qlstm,seed=2 is trained afresh (failed: "
+                                      "out of patience); the old folder is now ") &&
+                             Contains("2 completed, 2 skipped"));
+  CHECK(read_file(cwd / "cut/tiny/mixer=lstm,seed=2/metrics.jsonl") ==
+        read_file(cwd / "whole/tiny/mixer=lstm,seed=2/metrics.jsonl"));
+  CHECK(first_line(cwd / "cut/tiny/.incomplete/mixer=qlstm,seed=2-1/status") ==
+        "failed: out of patience");
+
+  // Another budget: the interrupted run is not this invocation's run, so it is kept aside.
+  REQUIRE(terminate_first_run(cwd, "changed").exit_code == 143);
+  const ProcessResult longer = run_cli(sweep_args("changed", {"steps=50"}), cwd);
+  INFO(longer.err);
+  CHECK(longer.exit_code == 0);
+  CHECK_THAT(longer.err, Contains("sweep tiny: " + first +
+                                  " is trained afresh (not the run this invocation builds: ") &&
+                             Contains("/train/steps: 40 there, 50 now") &&
+                             !Contains("resuming at step"));
+  CHECK(first_line(cwd / "changed/tiny/.incomplete" / (first + "-1") / "status") == "interrupted");
+  CHECK(first_line(cwd / "changed/tiny" / first / "status") == "completed");
 }

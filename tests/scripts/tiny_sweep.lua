@@ -5,6 +5,8 @@
 --   --set report=false     no ms.report at the end
 --   --set steps=N          trains N steps (4)
 --   --set d_model=N        the model's width (8), read inside the run function
+--   --set marker_at=N      at step N of a run, write <out root>/marker and from then on spend
+--   --set slow=S           S seconds per step, so that a test can signal the process mid-run
 local parity = ms.task.parity{ ones = { min = 1, max = 3 } }
 local mixers = { "lstm", "qlstm" }
 if ms.param("mixers", 2) == 3 then mixers[3] = "mingru" end
@@ -12,6 +14,8 @@ local fail_mixer = ms.param("fail_mixer", "none")
 local fail_flag = ms.param("fail_flag", "")
 local steps = ms.param("steps", 4)
 local report = ms.param("report", true) -- read before training, as every parameter
+local marker_at, slow = ms.param("marker_at", 0), ms.param("slow", 0.0)
+local on_step = require("slow_marker")(marker_at, slow)
 
 local function should_fail(mixer)
   if mixer ~= fail_mixer then return false end
@@ -32,7 +36,8 @@ ms.sweep{
                                     task = parity, seed = p.seed }
     return ms.train{ model = model, task = parity, steps = steps, batch = 4, length = 8,
                      seed = p.seed, optimizer = ms.optim.adamw{ lr = 1e-3 }, log_every = 1,
-                     eval = { lengths = { 8, 12 }, batches = 1, batch = 4, every = 2 }, out = p.out }
+                     eval = { lengths = { 8, 12 }, batches = 1, batch = 4, every = 2 },
+                     on_step = on_step, out = p.out }
   end,
 }
 if report then ms.report{ runs = "tiny" } end

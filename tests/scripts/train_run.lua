@@ -1,6 +1,6 @@
 -- A tiny training run for the CLI tests of ms.train, --resume and --replay; --set changes it.
 -- marker_at > 0: at that step, write <out root>/marker and from then on spend `slow` seconds
--- per step in on_step, so that a test can signal or kill the process mid-run.
+-- per step (slow_marker.lua), so that a test can signal or kill the process mid-run.
 local parity = ms.task.parity{ ones = { min = 1, max = 6 } }
 local model = ms.model.decoder{
   mixer = ms.param("mixer", "lstm"), layers = 1, d_model = ms.param("d_model", 8),
@@ -9,16 +9,7 @@ local model = ms.model.decoder{
 }
 local marker_at, slow = ms.param("marker_at", 0), ms.param("slow", 0.0)
 
-local function on_step(r)
-  if marker_at == 0 or r.step < marker_at then return end
-  if r.step == marker_at then
-    local f = assert(io.open(ms.out .. "/marker", "w"))
-    f:write(tostring(r.step))
-    f:close()
-  end
-  local t = os.clock()
-  while os.clock() - t < slow do end
-end
+local on_step = require("slow_marker")(marker_at, slow)
 
 local run = ms.train{
   model = model, task = parity, steps = ms.param("steps", 30), batch = ms.param("batch", 8),
