@@ -210,31 +210,33 @@ return function(ms)
     return complete(status_of(ms.out .. "/" .. out))
   end
 
-  -- A complete run is skipped only when it is the run this invocation would train: spec.run
-  -- runs with ms.train comparing its model, task, optimizer and training settings with the
-  -- folder's config.json and stopping there (helpers.checked). A difference (or any other
-  -- error) stops the sweep: its report would show another run under this run's name. A folder
-  -- without config.json was not made by ms.train, so there is nothing to compare.
-  local function check_complete(spec, run, folder)
-    if not helpers.exists(folder .. "/config.json") then return end
-    helpers.check(folder)
+  -- Calls spec.run with ms.train comparing its model, task, optimizer and training settings
+  -- with the folder's config.json and stopping there (helpers.checked), training nothing. Any
+  -- other error stops the sweep. Returns how an interrupted run differs (mode "interrupted"),
+  -- or nil; for a complete run a difference is an error raised by ms.train.
+  local function compare_stored(spec, run, folder, mode)
+    helpers.check(folder, mode)
     local ok, err = pcall(spec.run, run.params)
-    helpers.check(nil)
+    local difference = helpers.check(nil)
     if not ok and err ~= helpers.checked then error(err, 0) end
+    return difference
+  end
+
+  -- A complete run is skipped only when it is the run this invocation would train. A
+  -- difference stops the sweep: its report would show another run under this run's name. A
+  -- folder without config.json was not made by ms.train, so there is nothing to compare.
+  local function check_complete(spec, run, folder)
+    if helpers.exists(folder .. "/config.json") then compare_stored(spec, run, folder) end
   end
 
   -- Why the incomplete run in folder cannot be continued from its checkpoint, or nil when it
   -- can: it was interrupted (SIGTERM, SIGINT, --max-seconds, a killed process) rather than
-  -- failed, and ms.train would train the very run stored there. spec.run is called as for a
-  -- complete run, and ms.train stops after comparing.
+  -- failed, and ms.train would train the very run stored there.
   local function why_not_continue(spec, run, folder)
     local status = status_of(folder) or ""
     if status:match("^failed") then return status end
     if not helpers.exists(folder .. "/config.json") then return "it has no config.json" end
-    helpers.check(folder, "interrupted")
-    local ok, err = pcall(spec.run, run.params)
-    local difference = helpers.check(nil)
-    if not ok and err ~= helpers.checked then error(err, 0) end
+    local difference = compare_stored(spec, run, folder, "interrupted")
     return difference and "not the run this invocation builds: " .. difference
   end
 
