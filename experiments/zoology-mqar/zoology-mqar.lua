@@ -29,7 +29,14 @@ local sizes = { ["64x4"] = { 64, 4 }, ["128x8"] = { 128, 8 }, ["256x16"] = { 256
 local all_sizes = { "64x4", "128x8", "256x16", "512x64" }  -- the figure's order
 local size_names = quick and { "64x4" } or
   ms.param("sizes", { "64x4", "128x8", "256x16" }, all_sizes)
-if large and not quick then size_names[#size_names + 1] = "512x64" end
+-- `large` adds (512, 64) unless `--set sizes=` names it already (a size runs once).
+local function names(list, wanted)
+  for _, item in ipairs(list) do if item == wanted then return true end end
+  return false
+end
+if large and not quick and not names(size_names, "512x64") then
+  size_names[#size_names + 1] = "512x64"
+end
 local widths = quick and { 64 } or ms.param("widths", { 64, 128 })
 local lrs = quick and { 1e-3 } or ms.param("lrs", { 1e-4, 4.6e-4, 2.2e-3, 1e-2 })
 local all_models = { "attention", "linear_attention", "deltanet", "gated_deltanet", "mamba" }

@@ -335,6 +335,24 @@ TEST_CASE("experiment zoology-mqar's --set vocab= splits the vocabulary as Zoolo
   CHECK_FALSE(fs::exists(cwd.path() / "bad"));
 }
 
+TEST_CASE("experiment zoology-mqar's --set large=true adds (512, 64) once, named or not") {
+  TempDir cwd;
+  // sizes, and the last run of the plan: three seeds a size, (512, 64) last and once.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"sizes=256x16", "run 6/6 size=512x64,"},
+      {"sizes=512x64", "run 3/3 size=512x64,"},
+      {"sizes=256x16,512x64", "run 6/6 size=512x64,"}};
+  for (const auto& [sizes, last] : cases) {
+    const auto r = run_experiment("zoology-mqar/zoology-mqar.lua", {"--dry-run"},
+                                  {"models=deltanet", "widths=64", "lrs=1e-3", sizes, "large=true"},
+                                  cwd, "dry");
+    INFO(sizes << r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.err, Contains(last + "width=64,model=deltanet,lr=0.001,seed=43"));
+    CHECK_THAT(r.err, !Contains("share the run name"));
+  }
+}
+
 TEST_CASE("experiment zoology-mqar's plateau.lua draws the committed curves, one chart a size") {
   TempDir cwd;
   const std::string curves =
