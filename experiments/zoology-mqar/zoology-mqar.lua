@@ -30,11 +30,11 @@ local all_sizes = { "64x4", "128x8", "256x16", "512x64" }  -- the figure's order
 local size_names = quick and { "64x4" } or
   ms.param("sizes", { "64x4", "128x8", "256x16" }, all_sizes)
 -- `large` adds (512, 64) unless `--set sizes=` names it already (a size runs once).
-local function names(list, wanted)
+local function contains(list, wanted)
   for _, item in ipairs(list) do if item == wanted then return true end end
   return false
 end
-if large and not quick and not names(size_names, "512x64") then
+if large and not quick and not contains(size_names, "512x64") then
   size_names[#size_names + 1] = "512x64"
 end
 local widths = quick and { 64 } or ms.param("widths", { 64, 128 })
